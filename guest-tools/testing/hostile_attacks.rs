@@ -1,0 +1,168 @@
+//! The attacks shared by the `hostile_rw` and `hostile_ro` test guests.
+//!
+//! Each call performs the attack named by `attack`. Paths come from `arg`, which is deliberately
+//! not a declared path field, so the host cannot check it: only the sandbox stands between it and
+//! the outside (`../outside/secret.txt`, `/etc/passwd`). Without `arg`, the declared `path` field
+//! is used, to test what the root's mount allows through an in-scope path. A success that should
+//! be impossible is reported as `ESCAPED ...`.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Deserialize;
+use turngate_guest::{Access, Descriptor, ToolError, describe, io_error, parse_input};
+
+/// Bytes allocated by `alloc` without a `size`.
+const DEFAULT_ALLOC: u64 = 1 << 30;
+/// Bytes printed by `print` and returned by `big_result` without a `size`.
+const DEFAULT_OUTPUT: u64 = 10_000_000;
+/// Calls this instance has served, for the `counter` attack.
+static CALLS: AtomicU64 = AtomicU64::new(0);
+/// Chunk size of `print`.
+const PRINT_CHUNK: usize = 64 * 1024;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    attack: String,
+    arg: Option<String>,
+    size: Option<u64>,
+    path: Option<String>,
+}
+
+impl Input {
+    /// The path to attack: `arg`, else the declared `path`.
+    fn target(&self) -> Result<&Path, ToolError> {
+        self.arg
+            .as_deref()
+            .or(self.path.as_deref())
+            .map(Path::new)
+            .ok_or_else(|| {
+                ToolError::InvalidInput(format!("attack {} needs arg or path", self.attack))
+            })
+    }
+
+    fn size(&self, default: u64) -> Result<usize, ToolError> {
+        usize::try_from(self.size.unwrap_or(default))
+            .map_err(|_| ToolError::InvalidInput("size does not fit in memory".into()))
+    }
+}
+
+/// The descriptor of a hostile guest named `name` whose `path` field has `access`.
+pub fn descriptor(name: &str, access: Access) -> Descriptor {
+    let schema = serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "attack": {
+                "type": "string",
+                "description": "noop, counter, read, write, append, list, symlink, spin, sleep, alloc, print, big_result or panic."
+            },
+            "arg": {
+                "type": "string",
+                "description": "Path the attack uses, not checked by the host (not a declared path field)."
+            },
+            "size": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Bytes for alloc, print and big_result."
+            },
+            "path": {
+                "type": "string",
+                "description": "Declared path field: the host checks it and mounts the root for its access. Used when arg is absent."
+            }
+        },
+        "required": ["attack"],
+        "additionalProperties": false
+    });
+    describe(
+        name,
+        "Test guest that tries to escape turngate's sandbox. Never bundled.",
+        &schema,
+        &[("/path", access)],
+    )
+}
+
+/// Runs the attack `input` names.
+pub fn call(input: &str) -> Result<String, ToolError> {
+    let input: Input = parse_input(input)?;
+    match input.attack.as_str() {
+        "noop" => Ok("ok".into()),
+        // State that would leak between calls if an instance were reused: each fresh instance says 1.
+        "counter" => Ok(CALLS
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_add(1)
+            .to_string()),
+        "read" => {
+            let target = input.target()?;
+            let content = fs::read_to_string(target).map_err(|err| io_error(target, err))?;
+            Ok(format!("ESCAPED read: {content}"))
+        }
+        "write" => {
+            let target = input.target()?;
+            fs::write(target, "PWNED").map_err(|err| io_error(target, err))?;
+            Ok(format!("ESCAPED write to {}", target.display()))
+        }
+        "append" => {
+            let target = input.target()?;
+            OpenOptions::new()
+                .append(true)
+                .open(target)
+                .and_then(|mut file| file.write_all(b"PWNED"))
+                .map_err(|err| io_error(target, err))?;
+            Ok(format!("ESCAPED append to {}", target.display()))
+        }
+        "list" => {
+            let target = input.target()?;
+            let mut names = Vec::new();
+            for entry in fs::read_dir(target).map_err(|err| io_error(target, err))? {
+                let entry = entry.map_err(|err| io_error(target, err))?;
+                names.push(entry.file_name().to_string_lossy().into_owned());
+            }
+            names.sort();
+            Ok(names.join("\n"))
+        }
+        // `std::os::wasi::fs::symlink_path` is unstable (`wasi_ext`) and std has no other way to
+        // make a symlink on WASI, so this attack is not available; plant links from the host.
+        "symlink" => Err(ToolError::Failed(
+            "symlink attack not available: std has no stable symlink on wasm32-wasip2".into(),
+        )),
+        "spin" => {
+            let mut counter = 0u64;
+            loop {
+                counter = std::hint::black_box(counter.wrapping_add(1));
+            }
+        }
+        "sleep" => {
+            std::thread::sleep(Duration::from_secs(3600));
+            Ok("slept an hour".into())
+        }
+        "alloc" => {
+            let size = input.size(DEFAULT_ALLOC)?;
+            let block = std::hint::black_box(vec![1u8; size]);
+            let sum: u64 = block.iter().map(|&b| u64::from(b)).sum();
+            Ok(format!("allocated {size} bytes, sum {sum}"))
+        }
+        "print" => {
+            let size = input.size(DEFAULT_OUTPUT)?;
+            let chunk = vec![b'x'; PRINT_CHUNK];
+            let mut stdout = std::io::stdout();
+            let mut left = size;
+            while left > 0 {
+                let (part, _) = chunk.split_at(left.min(PRINT_CHUNK));
+                // Like `println!`: a failed write to stdout is a panic.
+                if let Err(err) = stdout.write_all(part) {
+                    panic!("failed printing to stdout: {err}");
+                }
+                left -= part.len();
+            }
+            Ok(format!("printed {size} bytes"))
+        }
+        "big_result" => Ok("x".repeat(input.size(DEFAULT_OUTPUT)?)),
+        "panic" => panic!("hostile panic: {}", input.arg.unwrap_or_default()),
+        other => Err(ToolError::InvalidInput(format!("unknown attack: {other}"))),
+    }
+}
