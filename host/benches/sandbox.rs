@@ -1,0 +1,152 @@
+//! The sandbox's cost against native baselines, measured in the same run; prints a Markdown table.
+//!
+//! `cargo bench --bench sandbox`. Rows:
+//!
+//! * `write_file` of 1 KiB through the warm sandbox (gate + a fresh instance per call) vs `std::fs::write`
+//!   of the same bytes;
+//! * a no-op call (a tool without paths, so no preopen) vs a native function call;
+//! * the first call of a new `turngate call` process with a warm and with no precompiled cache, vs a
+//!   process per call that writes the file natively (`sh -c 'printf ... > file'`).
+//!
+//! Medians over many samples; the ratio column is sandbox / baseline.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use turngate::{CacheSetting, Policy, Root, Toolbox};
+
+const WARM_SAMPLES: usize = 2000;
+const PROCESS_SAMPLES: usize = 40;
+const COLD_SAMPLES: usize = 8;
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn measure(samples: usize, mut f: impl FnMut()) -> Duration {
+    for _ in 0..samples.min(50) {
+        f();
+    }
+    median(
+        (0..samples)
+            .map(|_| {
+                let start = Instant::now();
+                f();
+                start.elapsed()
+            })
+            .collect(),
+    )
+}
+
+fn first_call(bin: &Path, root: &Path, cache: &[&str]) -> Duration {
+    let start = Instant::now();
+    let status = Command::new(bin)
+        .arg("call")
+        .args(cache)
+        .arg("--root")
+        .arg(root)
+        .args(["write_file", r#"{"path":"notes.txt","content":"hello"}"#])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    start.elapsed()
+}
+
+fn row(name: &str, sandbox: Duration, baseline_name: &str, baseline: Duration) {
+    let ratio = sandbox.as_secs_f64() / baseline.as_secs_f64();
+    println!("| {name} | {sandbox:.1?} | {baseline_name} | {baseline:.1?} | {ratio:.1}× |");
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing to configure.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let toolbox = runtime
+        .block_on(
+            Toolbox::builder()
+                .cache(CacheSetting::Dir(cache_dir.path().to_path_buf()))
+                .component_file(env!("TURNGATE_TEST_GUEST_NOOP"))
+                .unwrap()
+                .build(),
+        )
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let root = Root::open(work.path()).unwrap();
+    let policy = Policy::allow_all();
+    let content = "x".repeat(1024);
+    let input = serde_json::json!({"path": "notes.txt", "content": content}).to_string();
+
+    println!("| case | turngate (median) | baseline | baseline (median) | ratio |");
+    println!("|---|---|---|---|---|");
+
+    let sandboxed = measure(WARM_SAMPLES, || {
+        let outcome = runtime.block_on(toolbox.call(&root, &policy, "write_file", &input));
+        assert!(outcome.result.is_ok());
+    });
+    let native_path = work.path().join("native.txt");
+    let native = measure(WARM_SAMPLES, || {
+        std::fs::write(&native_path, content.as_bytes()).unwrap()
+    });
+    row(
+        "write_file 1 KiB, warm sandbox, fresh instance per call",
+        sandboxed,
+        "std::fs::write",
+        native,
+    );
+
+    let noop = measure(WARM_SAMPLES, || {
+        let outcome = runtime.block_on(toolbox.call(&root, &policy, "noop", "{}"));
+        assert!(outcome.result.is_ok());
+    });
+    let native_noop = measure(WARM_SAMPLES, || {
+        std::hint::black_box(
+            serde_json::from_str::<serde_json::Value>(std::hint::black_box("{}")).unwrap(),
+        );
+    });
+    row(
+        "no-op call (no preopen), warm sandbox",
+        noop,
+        "native fn (parse {})",
+        native_noop,
+    );
+
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_turngate"));
+    let process_cache = tempfile::tempdir().unwrap();
+    let cache_flag = ["--cache-dir", process_cache.path().to_str().unwrap()];
+    first_call(&bin, work.path(), &cache_flag); // fills the cache
+    let warm_process = measure(PROCESS_SAMPLES, || {
+        first_call(&bin, work.path(), &cache_flag);
+    });
+    let shell_path = work.path().join("shell.txt");
+    let shell = measure(PROCESS_SAMPLES, || {
+        let status = Command::new("sh")
+            .args(["-c", "printf %s \"$1\" > \"$2\"", "sh", &content])
+            .arg(&shell_path)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    });
+    row(
+        "first call of a new process, warm cache",
+        warm_process,
+        "process per call (sh printf >)",
+        shell,
+    );
+    let cold_process = median(
+        (0..COLD_SAMPLES)
+            .map(|_| first_call(&bin, work.path(), &["--no-cache"]))
+            .collect(),
+    );
+    row(
+        "first call of a new process, no cache",
+        cold_process,
+        "process per call (sh printf >)",
+        shell,
+    );
+}

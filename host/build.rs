@@ -1,0 +1,173 @@
+//! Builds the guest tools in `guest-tools/` for `wasm32-wasip2` and embeds the bundled ones.
+//!
+//! Like wasmtime's `test-programs/artifacts`, this runs a nested `cargo build` of the guest workspace and
+//! generates `$OUT_DIR/bundled.rs`, which `include_bytes!`s each bundled component. Test-only guests are
+//! exposed to the crate's tests through `TURNGATE_TEST_GUEST_<NAME>` environment variables holding their
+//! paths; they are never embedded in the library or the CLI.
+//!
+//! A fresh machine needs no setup: when the `wasm32-wasip2` standard library is missing from the active
+//! toolchain, the script installs it with `rustup target add`.
+
+use std::env;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const GUEST_TARGET: &str = "wasm32-wasip2";
+
+/// Tools embedded in the library and offered by every toolbox that keeps the bundled tools.
+const BUNDLED: &[&str] = &[
+    "write_file",
+    "read_file",
+    "edit_file",
+    "list_dir",
+    "make_dir",
+    "delete_file",
+    "search_files",
+];
+
+/// Guests built only for the tests (the containment suite's deliberately hostile tools).
+const TEST_ONLY: &[&str] = &[
+    "hostile_rw",
+    "hostile_ro",
+    "noop",
+    "bad_schema",
+    "not_a_tool",
+];
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let repo = manifest_dir
+        .parent()
+        .expect("host/ lives in the repository")
+        .to_path_buf();
+    let guests = repo.join("guest-tools");
+    println!("cargo:rerun-if-changed={}", guests.display());
+    println!("cargo:rerun-if-changed={}", repo.join("wit").display());
+
+    ensure_guest_target();
+    let target_dir = guest_target_dir();
+    build_guests(&guests, &target_dir);
+
+    let artifacts = target_dir.join(GUEST_TARGET).join("release");
+    let mut bundled = String::from(
+        "/// Every bundled tool's component, built from `guest-tools/`.\n\
+         pub(crate) const BUNDLED_COMPONENTS: &[&[u8]] = &[\n",
+    );
+    for name in BUNDLED {
+        let path = artifact(&artifacts, name);
+        writeln!(
+            bundled,
+            "    include_bytes!({:?}),",
+            path.display().to_string()
+        )
+        .unwrap();
+    }
+    bundled.push_str("];\n");
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
+    std::fs::write(out_dir.join("bundled.rs"), bundled).expect("write bundled.rs");
+
+    for name in TEST_ONLY {
+        let path = artifact(&artifacts, name);
+        println!(
+            "cargo:rustc-env=TURNGATE_TEST_GUEST_{}={}",
+            name.to_uppercase(),
+            path.display()
+        );
+    }
+}
+
+fn artifact(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "guest build did not produce {}",
+        path.display()
+    );
+    path
+}
+
+/// Installs the guest target into the active toolchain when its standard library is missing.
+fn ensure_guest_target() {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .expect("run rustc --print sysroot");
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
+    if sysroot.join("lib/rustlib").join(GUEST_TARGET).is_dir() {
+        return;
+    }
+    let status = Command::new("rustup")
+        .args(["target", "add", GUEST_TARGET])
+        .status()
+        .unwrap_or_else(|e| {
+            panic!(
+                "the {GUEST_TARGET} target is missing and rustup could not be run to add it: {e}"
+            )
+        });
+    assert!(
+        status.success(),
+        "`rustup target add {GUEST_TARGET}` failed"
+    );
+}
+
+/// One target directory for the guests, shared by every profile of the host build, so that `cargo build`,
+/// `cargo test` and `cargo clippy` do not each rebuild them.
+fn guest_target_dir() -> PathBuf {
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
+    // OUT_DIR is <target>/[<triple>/]<profile>/build/<pkg>-<hash>/out.
+    let build = out_dir
+        .ancestors()
+        .find(|p| p.file_name().is_some_and(|n| n == "build"))
+        .expect("OUT_DIR is inside a build directory");
+    let mut target = build
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory")
+        .to_path_buf();
+    if !target.join("CACHEDIR.TAG").is_file() {
+        // A cross-compiling layout (<target>/<triple>/<profile>): the target directory is one level up.
+        target.pop();
+    }
+    target.join("guests")
+}
+
+fn build_guests(guests: &Path, target_dir: &Path) {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(guests)
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--workspace",
+            "--target",
+            GUEST_TARGET,
+        ])
+        .arg("--target-dir")
+        .arg(target_dir);
+    // The host build's flags and target are not the guests'.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC_WRAPPER",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (key, _) in env::vars_os() {
+        if key.to_string_lossy().starts_with("CARGO_PROFILE_") {
+            cmd.env_remove(key);
+        }
+    }
+    let status = cmd.status().expect("run cargo to build the guest tools");
+    assert!(
+        status.success(),
+        "building the guest tools for {GUEST_TARGET} failed"
+    );
+}

@@ -1,0 +1,109 @@
+//! What a tool says about itself, checked once when the tool is loaded.
+//!
+//! The guest's `describe` answer arrives as untrusted data; [`ToolDescriptor::from_guest`] turns it into
+//! a descriptor with a valid name, a schema that is valid JSON Schema for an object, and path parameters
+//! that are well-formed JSON Pointers, or says exactly what is wrong.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::json::parse_strict;
+
+/// Access a tool needs to a path it is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    /// The tool only reads.
+    Read,
+    /// The tool may create, replace or delete.
+    Write,
+}
+
+/// One input field holding a path relative to the root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathParam {
+    /// JSON Pointer to the field, such as `/path`.
+    pub pointer: String,
+    /// Access the tool needs to it.
+    pub access: Access,
+}
+
+/// A loaded tool's checked self-description.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolDescriptor {
+    /// Unique name, `^[A-Za-z0-9_-]{1,64}$`.
+    pub name: String,
+    /// Description shown to the model.
+    pub description: String,
+    /// The JSON Schema of the input object.
+    pub input_schema: Value,
+    /// Input fields that are paths.
+    pub paths: Vec<PathParam>,
+}
+
+impl ToolDescriptor {
+    /// Checks a guest's raw descriptor.
+    pub(crate) fn from_guest(
+        name: String,
+        description: String,
+        input_schema: &str,
+        paths: Vec<PathParam>,
+    ) -> Result<(ToolDescriptor, jsonschema::Validator), DescriptorError> {
+        let name_ok = (1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !name_ok {
+            return Err(DescriptorError::Name(name));
+        }
+        let schema =
+            parse_strict(input_schema).map_err(|e| DescriptorError::SchemaJson(e.to_string()))?;
+        if schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(DescriptorError::SchemaNotObject);
+        }
+        let validator = jsonschema::validator_for(&schema)
+            .map_err(|e| DescriptorError::SchemaInvalid(e.to_string()))?;
+        for param in &paths {
+            if !param.pointer.starts_with('/') || param.pointer.len() < 2 {
+                return Err(DescriptorError::PathPointer(param.pointer.clone()));
+            }
+        }
+        let descriptor = ToolDescriptor {
+            name,
+            description,
+            input_schema: schema,
+            paths,
+        };
+        Ok((descriptor, validator))
+    }
+
+    /// The access the sandbox grants: `None` when the tool declares no path (no filesystem at all), read
+    /// when every path is read-only, write when any path is written.
+    pub fn filesystem_access(&self) -> Option<Access> {
+        self.paths
+            .iter()
+            .map(|p| p.access)
+            .max_by_key(|a| *a == Access::Write)
+    }
+}
+
+/// Why a descriptor was refused.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum DescriptorError {
+    /// The name is empty, too long or has characters providers reject.
+    #[error("tool name `{0}` must match ^[A-Za-z0-9_-]{{1,64}}$")]
+    Name(String),
+    /// The schema text is not strict JSON.
+    #[error("input schema is not valid JSON: {0}")]
+    SchemaJson(String),
+    /// The schema does not describe an object.
+    #[error("input schema must have \"type\": \"object\"")]
+    SchemaNotObject,
+    /// The schema is not valid JSON Schema (or uses a remote reference, which is not fetched).
+    #[error("input schema is not a valid JSON Schema: {0}")]
+    SchemaInvalid(String),
+    /// A path parameter's pointer is not a JSON Pointer to a field.
+    #[error("path parameter `{0}` is not a JSON Pointer to a field (such as /path)")]
+    PathPointer(String),
+}

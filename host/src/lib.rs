@@ -1,0 +1,50 @@
+//! turngate: act on a model's tool calls only when it is safe to.
+//!
+//! A model streams its turn; tool-call input arrives in fragments that can look finished long before
+//! they are. turngate checks each call strictly and runs approved calls as WASI components confined to
+//! one directory.
+//!
+//! The main types, in the order data flows through them:
+//!
+//! * [`Toolbox`], built with [`ToolboxBuilder`]: the bundled tools plus any loaded components, each
+//!   described, schema-checked and compiled once (precompiled code is cached on disk).
+//! * [`Root`]: the directory calls are confined to, held as a capability handle.
+//! * [`Policy`]: which tool may act on which paths.
+//! * [`gate::check_call`]: strict parse, known tool, JSON Schema, path scope, policy; gives an
+//!   [`ApprovedCall`], the only thing the sandbox runs.
+//! * [`CallOutcome`]: the tool's output, or the gate step, tool error or sandbox limit that stopped it.
+//!
+//! ```ignore
+//! use turngate::{Policy, Root, Toolbox};
+//!
+//! let toolbox = Toolbox::builder().build().await?;
+//! let root = Root::open("workspace")?;
+//! let outcome = toolbox
+//!     .call(&root, &Policy::allow_all(), "write_file", r#"{"path":"notes.txt","content":"hi"}"#)
+//!     .await;
+//! println!("{}", outcome.to_json());
+//! ```
+//!
+//! This example is `examples/embed.rs`, which `cargo test` compiles. (Doc tests are off: the tool
+//! world's WIT package is also called `turngate`, and its generated bindings would be ambiguous with
+//! the crate itself inside a doc test.)
+#![deny(missing_docs)]
+
+mod bundled;
+pub mod descriptor;
+pub mod gate;
+pub mod json;
+pub mod outcome;
+pub mod policy;
+pub mod root;
+pub mod sandbox;
+pub mod scope;
+pub mod toolbox;
+
+pub use descriptor::{Access, PathParam, ToolDescriptor};
+pub use gate::{ApprovedCall, GateError};
+pub use outcome::{CallError, CallOutcome, RunError, ToolError};
+pub use policy::Policy;
+pub use root::Root;
+pub use sandbox::{CacheSetting, Limits};
+pub use toolbox::{LoadedTool, ToolOrigin, Toolbox, ToolboxBuilder, ToolboxError};

@@ -1,0 +1,90 @@
+//! The on-disk cache of precompiled components.
+//!
+//! Compiling a component with Cranelift costs tens to hundreds of milliseconds; deserializing its
+//! precompiled form costs about one. Entries are keyed by the SHA-256 of the component's bytes and of the
+//! engine's compatibility hash (wasmtime version and every codegen setting), so a different engine never
+//! reads another's code. Entries are written atomically (temporary file, then rename).
+
+use std::hash::{Hash, Hasher};
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// Where precompiled components live.
+#[derive(Debug, Clone)]
+pub(crate) struct PrecompiledCache {
+    dir: PathBuf,
+    engine_key: String,
+}
+
+impl PrecompiledCache {
+    /// A cache in `dir` for components compiled by `engine`.
+    pub(crate) fn new(dir: PathBuf, engine: &Engine) -> Self {
+        let mut hasher = ShaHasher(Sha256::new());
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let engine_key = hex::encode(&hasher.0.finalize()[..8]);
+        PrecompiledCache { dir, engine_key }
+    }
+
+    /// The default location: `$TURNGATE_CACHE_DIR`, else the user's cache directory plus `turngate`.
+    pub(crate) fn default_dir() -> Option<PathBuf> {
+        std::env::var_os("TURNGATE_CACHE_DIR")
+            .map(PathBuf::from)
+            .or_else(|| dirs::cache_dir().map(|d| d.join("turngate")))
+    }
+
+    fn entry(&self, bytes: &[u8]) -> PathBuf {
+        let key = hex::encode(Sha256::digest(bytes));
+        self.dir.join(format!("{key}-{}.cwasm", self.engine_key))
+    }
+
+    /// Loads `bytes` as a component: from the cache when an entry exists, otherwise compiled and stored.
+    /// A cache that cannot be read or written only costs time; it never fails the load.
+    pub(crate) fn load(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
+        let entry = self.entry(bytes);
+        if entry.is_file() {
+            // SAFETY: the entry was written by `Component::serialize` of an engine with the same
+            // compatibility hash, into the user's own cache directory; wasmtime checks the header again.
+            match unsafe { Component::deserialize_file(engine, &entry) } {
+                Ok(component) => return Ok(component),
+                Err(e) => tracing::warn!("ignoring unusable cache entry {}: {e}", entry.display()),
+            }
+        }
+        let component = Component::new(engine, bytes)?;
+        match component.serialize() {
+            Ok(code) => {
+                if let Err(e) = store(&entry, &code) {
+                    tracing::warn!("could not write cache entry {}: {e}", entry.display());
+                }
+            }
+            Err(e) => tracing::warn!("could not serialize {}: {e}", entry.display()),
+        }
+        Ok(component)
+    }
+}
+
+fn store(entry: &Path, code: &[u8]) -> io::Result<()> {
+    let dir = entry.parent().expect("entries live in the cache directory");
+    std::fs::create_dir_all(dir)?;
+    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
+    temp.write_all(code)?;
+    temp.persist(entry).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Feeds `Hash` input into SHA-256 so the key is stable across Rust releases (unlike `DefaultHasher`).
+struct ShaHasher(Sha256);
+
+impl Hasher for ShaHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        let digest = self.0.clone().finalize();
+        u64::from_le_bytes(digest[..8].try_into().expect("SHA-256 has 32 bytes"))
+    }
+}
