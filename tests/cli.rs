@@ -1,0 +1,91 @@
+//! The `turngate` binary: `call` prints the outcome as JSON and exits 0, 2 or 1.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn turngate() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_turngate"));
+    cmd.env(
+        "TURNGATE_CACHE_DIR",
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache"),
+    );
+    cmd
+}
+
+#[test]
+fn call_runs_one_tool_and_prints_json() {
+    let root = tempfile::tempdir().unwrap();
+    let out = turngate()
+        .args(["call", "--root"])
+        .arg(root.path())
+        .args([
+            "write_file",
+            r#"{"path":"notes.txt","content":"from the cli"}"#,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["status"], "ok");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
+        "from the cli"
+    );
+}
+
+#[test]
+fn a_refused_call_exits_2_and_names_the_step() {
+    let root = tempfile::tempdir().unwrap();
+    let out = turngate()
+        .args(["call", "--root"])
+        .arg(root.path())
+        .args(["write_file", r#"{"path":"/etc/passwd","content":"x"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["status"], "error");
+    assert_eq!(outcome["error"]["stage"], "gate");
+    assert_eq!(outcome["error"]["kind"], "path");
+}
+
+#[test]
+fn a_policy_that_does_not_list_the_tool_denies_it() {
+    let root = tempfile::tempdir().unwrap();
+    let policy = root.path().join("policy.toml");
+    std::fs::write(&policy, "[tools.read_file]\npaths = [\"**\"]\n").unwrap();
+    let out = turngate()
+        .args(["call", "--root"])
+        .arg(root.path())
+        .arg("--policy")
+        .arg(&policy)
+        .args(["write_file", r#"{"path":"notes.txt","content":"x"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["error"]["kind"], "policy");
+    assert!(!root.path().join("notes.txt").exists());
+}
+
+#[test]
+fn a_missing_root_is_a_usage_error() {
+    let out = turngate()
+        .args([
+            "call",
+            "--root",
+            "/nonexistent/turngate",
+            "list_dir",
+            r#"{"path":"."}"#,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("opening root"));
+}

@@ -1,0 +1,153 @@
+//! Shared test context: one toolbox per test binary, temporary roots, and hashing of trees.
+
+#![allow(dead_code)] // each test binary uses its own subset of these helpers
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use turngate::{CacheSetting, CallOutcome, Limits, Policy, Root, Toolbox, ToolboxBuilder};
+
+/// The precompiled cache shared by the tests (inside cargo's per-target temporary directory).
+pub fn test_cache() -> CacheSetting {
+    CacheSetting::Dir(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache"))
+}
+
+/// Builds a toolbox on a throwaway runtime, so it can be shared by tests with their own runtimes.
+pub fn build(builder: ToolboxBuilder) -> Toolbox {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(builder.build())
+        .expect("toolbox builds")
+}
+
+/// The bundled tools with default limits.
+pub fn bundled() -> &'static Toolbox {
+    static TOOLBOX: OnceLock<Toolbox> = OnceLock::new();
+    TOOLBOX.get_or_init(|| build(Toolbox::builder().cache(test_cache())))
+}
+
+/// The bundled tools plus the hostile test guests, with short limits so the containment tests are quick.
+pub fn hostile() -> &'static Toolbox {
+    static TOOLBOX: OnceLock<Toolbox> = OnceLock::new();
+    TOOLBOX.get_or_init(|| {
+        let limits = Limits {
+            wall_time: Duration::from_secs(1),
+            ..Limits::default()
+        };
+        build(
+            Toolbox::builder()
+                .cache(test_cache())
+                .limits(limits)
+                .component_file(env!("TURNGATE_TEST_GUEST_HOSTILE_RW"))
+                .unwrap()
+                .component_file(env!("TURNGATE_TEST_GUEST_HOSTILE_RO"))
+                .unwrap(),
+        )
+    })
+}
+
+/// Runs one call on a fresh current-thread runtime.
+pub fn call(
+    toolbox: &Toolbox,
+    root: &Root,
+    policy: &Policy,
+    tool: &str,
+    input: &str,
+) -> CallOutcome {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(toolbox.call(root, policy, tool, input))
+}
+
+/// Runs one call with no policy, panicking with the outcome if the call did not succeed.
+pub fn call_ok(toolbox: &Toolbox, root: &Root, tool: &str, input: Value) -> String {
+    let outcome = call(
+        toolbox,
+        root,
+        &Policy::allow_all(),
+        tool,
+        &input.to_string(),
+    );
+    match outcome.result {
+        Ok(output) => output,
+        Err(e) => panic!("{tool} {input} failed: {e}"),
+    }
+}
+
+/// A temporary directory with `root/` (the allowed root) and `outside/` next to it.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+    pub root: Root,
+}
+
+impl Workspace {
+    pub fn new() -> Workspace {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("root")).unwrap();
+        std::fs::create_dir(dir.path().join("outside")).unwrap();
+        std::fs::write(dir.path().join("outside/secret.txt"), "outside secret\n").unwrap();
+        let root = Root::open(dir.path().join("root")).unwrap();
+        Workspace { dir, root }
+    }
+
+    pub fn root_path(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+
+    pub fn outside_path(&self) -> PathBuf {
+        self.dir.path().join("outside")
+    }
+
+    /// Writes a file beneath the root (test setup, from the host side).
+    pub fn write(&self, rel: &str, content: &str) {
+        let path = self.root_path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.root_path().join(rel)).unwrap()
+    }
+
+    pub fn exists(&self, rel: &str) -> bool {
+        self.root_path().join(rel).symlink_metadata().is_ok()
+    }
+}
+
+/// SHA-256 of every file beneath `dir` (not following symlinks), keyed by relative path.
+pub fn hash_tree(dir: &Path) -> BTreeMap<PathBuf, String> {
+    let mut hashes = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        for entry in std::fs::read_dir(&current).unwrap() {
+            let entry = entry.unwrap();
+            let kind = entry.file_type().unwrap();
+            let rel = entry.path().strip_prefix(dir).unwrap().to_path_buf();
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_symlink() {
+                hashes.insert(
+                    rel,
+                    format!(
+                        "symlink -> {}",
+                        std::fs::read_link(entry.path()).unwrap().display()
+                    ),
+                );
+            } else {
+                hashes.insert(
+                    rel,
+                    hex::encode(Sha256::digest(std::fs::read(entry.path()).unwrap())),
+                );
+            }
+        }
+    }
+    hashes
+}

@@ -1,0 +1,359 @@
+//! Containment: a deliberately hostile guest (built from `guest-tools/testing/`, never bundled) tries to
+//! escape the root and exhaust the host. Every attempt must end in the right error, leave every file
+//! outside the root byte-for-byte unchanged, and leave the host able to serve the next call.
+
+mod common;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{Workspace, call, hash_tree, hostile};
+use serde_json::json;
+use turngate::{CallError, CallOutcome, Policy, RunError, ToolError};
+
+/// Longest a contained attack may take before the test calls it uncontained (the configured wall-time
+/// limit is 1 s; without the epoch ticker a spinning guest would never return).
+const WATCHDOG: Duration = Duration::from_secs(60);
+
+/// Runs one hostile call under a watchdog, checks the outside tree is unchanged and that the host still
+/// serves a `noop` call afterwards, and returns the attack's outcome.
+fn attack(ws: &Workspace, tool: &'static str, input: serde_json::Value) -> CallOutcome {
+    let before = hash_tree(&ws.outside_path());
+    let (send, receive) = mpsc::channel();
+    let root = turngate::Root::open(ws.root_path()).unwrap();
+    let input_text = input.to_string();
+    std::thread::spawn(move || {
+        let outcome = call(hostile(), &root, &Policy::allow_all(), tool, &input_text);
+        let _ = send.send(outcome);
+    });
+    let outcome = receive
+        .recv_timeout(WATCHDOG)
+        .unwrap_or_else(|_| panic!("{input}: not stopped within {WATCHDOG:?}"));
+    assert_eq!(
+        hash_tree(&ws.outside_path()),
+        before,
+        "{input}: a file outside the root changed"
+    );
+    let next = call(
+        hostile(),
+        &ws.root,
+        &Policy::allow_all(),
+        "hostile_ro",
+        r#"{"attack":"noop"}"#,
+    );
+    assert_eq!(
+        next.result.unwrap(),
+        "ok",
+        "the host keeps serving after {input}"
+    );
+    assert!(
+        outcome.ran(),
+        "{input}: the attack must reach the sandbox, not stop at the gate"
+    );
+    outcome
+}
+
+/// The attack must have failed inside the guest with a tool error (the guest reports `ESCAPED` when an
+/// operation it should not be able to do succeeds).
+fn assert_contained(outcome: &CallOutcome) -> ToolError {
+    match &outcome.result {
+        Err(CallError::Run(RunError::Tool(e))) => e.clone(),
+        other => panic!("not contained: {other:?}"),
+    }
+}
+
+fn escape_workspace() -> Workspace {
+    let ws = Workspace::new();
+    ws.write("inside.txt", "inside\n");
+    let outside = ws.outside_path();
+    std::fs::create_dir(outside.join("dir")).unwrap();
+    std::fs::write(outside.join("dir/file.txt"), "outside dir file\n").unwrap();
+    let root = ws.root_path();
+    std::os::unix::fs::symlink("../outside", root.join("link_dir_relative")).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("link_dir_absolute")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), root.join("link_file")).unwrap();
+    ws
+}
+
+#[test]
+fn parent_directory_paths_are_contained() {
+    let ws = escape_workspace();
+    for attack_name in ["read", "write", "append"] {
+        for tool in ["hostile_rw", "hostile_ro"] {
+            let outcome = attack(
+                &ws,
+                tool,
+                json!({"attack": attack_name, "arg": "../outside/secret.txt"}),
+            );
+            assert_contained(&outcome);
+        }
+    }
+    assert_contained(&attack(
+        &ws,
+        "hostile_rw",
+        json!({"attack": "list", "arg": ".."}),
+    ));
+    assert_contained(&attack(
+        &ws,
+        "hostile_rw",
+        json!({"attack": "write", "arg": "../outside/new.txt"}),
+    ));
+    assert!(!ws.outside_path().join("new.txt").exists());
+}
+
+#[test]
+fn absolute_paths_are_contained() {
+    let ws = escape_workspace();
+    let secret = ws.outside_path().join("secret.txt").display().to_string();
+    for attack_name in ["read", "write"] {
+        assert_contained(&attack(
+            &ws,
+            "hostile_rw",
+            json!({"attack": attack_name, "arg": secret}),
+        ));
+    }
+    // `/etc/passwd` names `etc/passwd` beneath the root inside the sandbox, which does not exist.
+    let e = assert_contained(&attack(
+        &ws,
+        "hostile_rw",
+        json!({"attack": "read", "arg": "/etc/passwd"}),
+    ));
+    assert!(!format!("{e:?}").contains("root:"), "{e:?}");
+}
+
+#[test]
+fn symlinks_leading_outside_are_contained() {
+    let ws = escape_workspace();
+    for link in [
+        "link_dir_relative/secret.txt",
+        "link_dir_absolute/secret.txt",
+        "link_dir_relative/dir/file.txt",
+        "link_file",
+    ] {
+        for attack_name in ["read", "write", "append"] {
+            assert_contained(&attack(
+                &ws,
+                "hostile_rw",
+                json!({"attack": attack_name, "arg": link}),
+            ));
+        }
+    }
+    assert_contained(&attack(
+        &ws,
+        "hostile_rw",
+        json!({"attack": "write", "arg": "link_dir_absolute/planted.txt"}),
+    ));
+    assert_contained(&attack(
+        &ws,
+        "hostile_rw",
+        json!({"attack": "list", "arg": "link_dir_relative"}),
+    ));
+    assert!(!ws.outside_path().join("planted.txt").exists());
+}
+
+#[test]
+fn read_only_tools_cannot_write() {
+    let ws = escape_workspace();
+    let before = hash_tree(&ws.root_path());
+    for attack_name in ["write", "append"] {
+        for target in ["inside.txt", "new.txt"] {
+            let e = assert_contained(&attack(
+                &ws,
+                "hostile_ro",
+                json!({"attack": attack_name, "arg": target}),
+            ));
+            assert!(
+                matches!(e, ToolError::Denied(_) | ToolError::Failed(_)),
+                "{e:?}"
+            );
+        }
+    }
+    assert_eq!(hash_tree(&ws.root_path()), before, "the root is unchanged");
+    // The same attack from a tool that declared write access does write (the control case).
+    let outcome = attack(
+        &ws,
+        "hostile_rw",
+        json!({"attack": "write", "arg": "new.txt"}),
+    );
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert_eq!(ws.read("new.txt"), "PWNED");
+}
+
+#[test]
+fn reading_inside_the_root_works() {
+    // The control case for the escape tests: the same attack code reads a file beneath the root.
+    let ws = escape_workspace();
+    let outcome = attack(
+        &ws,
+        "hostile_ro",
+        json!({"attack": "read", "arg": "inside.txt"}),
+    );
+    assert_eq!(outcome.result.unwrap(), "ESCAPED read: inside\n");
+}
+
+#[test]
+fn an_infinite_loop_times_out() {
+    let ws = escape_workspace();
+    let outcome = attack(&ws, "hostile_ro", json!({"attack": "spin"}));
+    assert!(
+        matches!(
+            outcome.result,
+            Err(CallError::Run(RunError::Timeout { .. }))
+        ),
+        "{:?}",
+        outcome.result
+    );
+    assert!(
+        outcome.duration < Duration::from_secs(5),
+        "{:?}",
+        outcome.duration
+    );
+}
+
+#[test]
+fn a_sleeping_guest_times_out() {
+    let ws = escape_workspace();
+    let outcome = attack(&ws, "hostile_ro", json!({"attack": "sleep"}));
+    assert!(
+        matches!(
+            outcome.result,
+            Err(CallError::Run(RunError::Timeout { .. }))
+        ),
+        "{:?}",
+        outcome.result
+    );
+}
+
+#[test]
+fn allocating_a_gibibyte_hits_the_memory_limit() {
+    let ws = escape_workspace();
+    let outcome = attack(
+        &ws,
+        "hostile_ro",
+        json!({"attack": "alloc", "size": 1u64 << 30}),
+    );
+    assert!(
+        matches!(
+            outcome.result,
+            Err(CallError::Run(RunError::MemoryLimit { .. }))
+        ),
+        "{:?}",
+        outcome.result
+    );
+}
+
+#[test]
+fn printing_ten_megabytes_hits_the_output_limit() {
+    let ws = escape_workspace();
+    let outcome = attack(
+        &ws,
+        "hostile_ro",
+        json!({"attack": "print", "size": 10_000_000}),
+    );
+    assert!(
+        matches!(
+            outcome.result,
+            Err(CallError::Run(RunError::OutputLimit { .. }))
+        ),
+        "{:?}",
+        outcome.result
+    );
+    assert!(outcome.stdout.len() <= hostile().limits().output_bytes);
+}
+
+#[test]
+fn a_ten_megabyte_result_hits_the_output_limit() {
+    let ws = escape_workspace();
+    let outcome = attack(
+        &ws,
+        "hostile_ro",
+        json!({"attack": "big_result", "size": 10_000_000}),
+    );
+    assert!(
+        matches!(
+            outcome.result,
+            Err(CallError::Run(RunError::OutputLimit { .. }))
+        ),
+        "{:?}",
+        outcome.result
+    );
+}
+
+#[test]
+fn a_panic_is_a_trap_carrying_the_guest_message() {
+    let ws = escape_workspace();
+    let outcome = attack(&ws, "hostile_ro", json!({"attack": "panic", "arg": "boom"}));
+    match outcome.result {
+        Err(CallError::Run(RunError::Trap { guest_message, .. })) => {
+            assert!(
+                guest_message.contains("hostile panic: boom"),
+                "{guest_message}"
+            )
+        }
+        other => panic!("expected a trap, got {other:?}"),
+    }
+}
+
+#[test]
+fn no_state_survives_between_calls() {
+    let ws = escape_workspace();
+    let first = attack(&ws, "hostile_ro", json!({"attack": "counter"}));
+    let second = attack(&ws, "hostile_ro", json!({"attack": "counter"}));
+    assert_eq!(first.result.unwrap(), "1");
+    assert_eq!(
+        second.result.unwrap(),
+        "1",
+        "each call gets a fresh instance"
+    );
+}
+
+#[test]
+fn a_hard_link_to_an_outside_file_is_refused_by_the_gate() {
+    let ws = Workspace::new();
+    std::fs::hard_link(
+        ws.outside_path().join("secret.txt"),
+        ws.root_path().join("linked.txt"),
+    )
+    .unwrap();
+    let before = hash_tree(&ws.outside_path());
+    let outcome = call(
+        hostile(),
+        &ws.root,
+        &Policy::allow_all(),
+        "write_file",
+        r#"{"path":"linked.txt","content":"overwritten"}"#,
+    );
+    match outcome.result {
+        Err(CallError::Gate(e)) => assert_eq!(e.step(), "path", "{e}"),
+        other => panic!("expected a path refusal, got {other:?}"),
+    }
+    assert_eq!(hash_tree(&ws.outside_path()), before);
+}
+
+#[test]
+fn write_file_through_an_allowed_hard_link_replaces_the_link_not_the_outside_file() {
+    let ws = Workspace::new();
+    std::fs::hard_link(
+        ws.outside_path().join("secret.txt"),
+        ws.root_path().join("linked.txt"),
+    )
+    .unwrap();
+    let before = hash_tree(&ws.outside_path());
+    let policy =
+        Policy::from_toml("allow_hard_links = true\n[tools.write_file]\npaths = [\"**\"]\n")
+            .unwrap();
+    let outcome = call(
+        hostile(),
+        &ws.root,
+        &policy,
+        "write_file",
+        r#"{"path":"linked.txt","content":"overwritten"}"#,
+    );
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert_eq!(ws.read("linked.txt"), "overwritten");
+    assert_eq!(
+        hash_tree(&ws.outside_path()),
+        before,
+        "the outside file keeps its content"
+    );
+}

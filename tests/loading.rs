@@ -1,0 +1,190 @@
+//! Loading third-party components: every refusal names the file and the reason; names are unique; the
+//! precompiled cache is written on the first load and used on the next.
+
+mod common;
+
+use std::path::Path;
+
+use common::test_cache;
+use turngate::{CacheSetting, Toolbox, ToolboxBuilder, ToolboxError};
+
+fn build_err(builder: ToolboxBuilder) -> ToolboxError {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(builder.build())
+        .expect_err("the toolbox must refuse this")
+}
+
+fn dir_with(name: &str, bytes: &[u8]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(name), bytes).unwrap();
+    dir
+}
+
+fn message(error: &ToolboxError) -> String {
+    error.to_string()
+}
+
+#[test]
+fn a_file_that_is_not_wasm_is_refused_by_name() {
+    let dir = dir_with("notes.wasm", b"hello, not wasm");
+    let e = build_err(Toolbox::builder().cache(test_cache()).tools_dir(dir.path()));
+    assert!(
+        message(&e).contains("notes.wasm") && message(&e).contains("not a WebAssembly file"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_core_module_is_refused_by_name() {
+    // The smallest valid core module: magic and version 1.
+    let dir = dir_with("core.wasm", b"\0asm\x01\0\0\0");
+    let e = build_err(Toolbox::builder().cache(test_cache()).tools_dir(dir.path()));
+    assert!(
+        message(&e).contains("core.wasm") && message(&e).contains("not a component"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_component_of_another_world_is_refused_by_name() {
+    let bytes = std::fs::read(env!("TURNGATE_TEST_GUEST_NOT_A_TOOL")).unwrap();
+    let dir = dir_with("command.wasm", &bytes);
+    let e = build_err(Toolbox::builder().cache(test_cache()).tools_dir(dir.path()));
+    assert!(
+        message(&e).contains("command.wasm") && message(&e).contains("not a turngate tool"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_invalid_schema_is_refused_by_name() {
+    let bytes = std::fs::read(env!("TURNGATE_TEST_GUEST_BAD_SCHEMA")).unwrap();
+    let dir = dir_with("bad.wasm", &bytes);
+    let e = build_err(Toolbox::builder().cache(test_cache()).tools_dir(dir.path()));
+    assert!(
+        message(&e).contains("bad.wasm") && message(&e).contains("not a valid JSON Schema"),
+        "{e}"
+    );
+}
+
+#[test]
+fn tool_names_must_be_unique() {
+    let bytes = std::fs::read(env!("TURNGATE_TEST_GUEST_HOSTILE_RO")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.wasm"), &bytes).unwrap();
+    std::fs::write(dir.path().join("b.wasm"), &bytes).unwrap();
+    let e = build_err(
+        Toolbox::builder()
+            .cache(test_cache())
+            .without_bundled()
+            .tools_dir(dir.path()),
+    );
+    assert!(matches!(e, ToolboxError::DuplicateName { .. }), "{e}");
+    assert!(
+        message(&e).contains("b.wasm") && message(&e).contains("a.wasm"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_third_party_tool_cannot_shadow_a_bundled_one() {
+    let bytes = std::fs::read(env!("TURNGATE_TEST_GUEST_HOSTILE_RO")).unwrap();
+    let dir = dir_with("hostile_ro.wasm", &bytes);
+    // Loading it twice (bundled tools included) must be refused even when names collide with files.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let toolbox = runtime
+        .block_on(
+            Toolbox::builder()
+                .cache(test_cache())
+                .tools_dir(dir.path())
+                .build(),
+        )
+        .unwrap();
+    assert!(toolbox.get("hostile_ro").is_some() && toolbox.get("write_file").is_some());
+    let e = build_err(
+        Toolbox::builder()
+            .cache(test_cache())
+            .tools_dir(dir.path())
+            .tools_dir(dir.path()),
+    );
+    assert!(matches!(e, ToolboxError::DuplicateName { .. }), "{e}");
+}
+
+fn cache_entries(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "cwasm")
+            })
+            .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_precompiled_cache_is_written_once_and_reused() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let build = || {
+        runtime
+            .block_on(
+                Toolbox::builder()
+                    .cache(CacheSetting::Dir(cache.path().to_path_buf()))
+                    .build(),
+            )
+            .unwrap()
+    };
+    let first = build();
+    let entries = cache_entries(cache.path());
+    assert_eq!(entries, first.tools().count(), "one entry per component");
+    let modified: Vec<_> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().modified().unwrap())
+        .collect();
+    let second = build();
+    assert_eq!(second.tools().count(), first.tools().count());
+    let again: Vec<_> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().modified().unwrap())
+        .collect();
+    assert_eq!(
+        modified, again,
+        "the second load deserializes; it rewrites nothing"
+    );
+}
+
+#[test]
+fn a_corrupt_cache_entry_is_recompiled() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let build = || {
+        runtime.block_on(
+            Toolbox::builder()
+                .cache(CacheSetting::Dir(cache.path().to_path_buf()))
+                .build(),
+        )
+    };
+    build().unwrap();
+    for entry in std::fs::read_dir(cache.path()).unwrap() {
+        std::fs::write(entry.unwrap().path(), b"garbage").unwrap();
+    }
+    let toolbox = build().expect("a corrupt cache costs time, never the load");
+    assert_eq!(toolbox.tools().count(), 7);
+}
