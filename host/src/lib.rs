@@ -36,10 +36,13 @@ pub mod gate;
 pub mod json;
 pub mod outcome;
 pub mod policy;
+pub mod providers;
 pub mod root;
 pub mod sandbox;
 pub mod scope;
+pub mod sse;
 pub mod toolbox;
+pub mod turn;
 
 pub use descriptor::{Access, PathParam, ToolDescriptor};
 pub use gate::{ApprovedCall, GateError};

@@ -1,0 +1,381 @@
+//! Provider decoders: bytes -> SSE framer -> per-provider event folding -> [`Turn`].
+//!
+//! [`TurnDecoder`] owns the framing, the byte budget ([`MAX_TURN_BYTES`]) and the mapping of framing errors to
+//! [`TurnStatus::Malformed`]; each provider module implements [`ProviderFold`] to fold its events.
+//!
+//! Classification principle, shared by every provider: the first fault in stream order (a protocol violation,
+//! an error event, a framing error, the byte limit) decides the status and cannot be undone by anything that
+//! follows; events after a fault are still folded so that every call seen is reported. Without a fault, the
+//! provider's terminator and stop reason decide. Nothing about a call is surfaced before [`TurnDecoder::finish`].
+
+use serde_json::{Map, Value};
+
+use crate::sse::{Finish, SseFramer, SseItem, Undispatched};
+use crate::turn::{Ending, Provider, RawCall, Turn, TurnStatus};
+
+pub mod anthropic;
+pub mod gemini;
+pub mod openai_chat;
+pub mod openai_responses;
+
+/// Most bytes one turn may have: 64 MiB. Bytes beyond it are not read and the turn is
+/// [`TurnStatus::Malformed`].
+pub const MAX_TURN_BYTES: usize = 64 * 1024 * 1024;
+
+/// Visible text as it streams, for echoing (never tool input, never thinking).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextDelta {
+    /// The text, exactly as the provider streamed it.
+    pub text: String,
+}
+
+/// Decoder options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecoderOptions {
+    /// OpenAI Chat only: the request forced a named tool (`tool_choice: {"type":"function","function":{...}}`).
+    /// Then `finish_reason: "stop"` with calls and no refusal is a normal tool turn.
+    pub forced_tool_choice: bool,
+    /// Byte budget of the turn; [`MAX_TURN_BYTES`] by default.
+    pub max_turn_bytes: usize,
+}
+
+impl Default for DecoderOptions {
+    fn default() -> Self {
+        Self {
+            forced_tool_choice: false,
+            max_turn_bytes: MAX_TURN_BYTES,
+        }
+    }
+}
+
+/// Decodes one streamed turn of one provider. Feed the body in any chunking, then [`finish`](Self::finish).
+pub struct TurnDecoder {
+    framer: SseFramer,
+    fold: Box<dyn ProviderFold + Send>,
+    fed: usize,
+    max_turn_bytes: usize,
+    over_budget: bool,
+}
+
+impl std::fmt::Debug for TurnDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnDecoder")
+            .field("fed", &self.fed)
+            .field("over_budget", &self.over_budget)
+            .finish()
+    }
+}
+
+impl TurnDecoder {
+    /// A decoder with default options.
+    pub fn new(provider: Provider) -> Self {
+        Self::with_options(provider, DecoderOptions::default())
+    }
+
+    /// A decoder with explicit options.
+    pub fn with_options(provider: Provider, options: DecoderOptions) -> Self {
+        let fold: Box<dyn ProviderFold + Send> = match provider {
+            Provider::Anthropic => Box::new(anthropic::AnthropicFold::default()),
+            Provider::OpenAiChat => {
+                Box::new(openai_chat::ChatFold::new(options.forced_tool_choice))
+            }
+            Provider::OpenAiResponses => Box::new(openai_responses::ResponsesFold::default()),
+            Provider::Gemini => Box::new(gemini::GeminiFold::default()),
+        };
+        Self {
+            framer: SseFramer::default(),
+            fold,
+            fed: 0,
+            max_turn_bytes: options.max_turn_bytes,
+            over_budget: false,
+        }
+    }
+
+    /// A decoder for OpenAI Chat (or any provider) that knows whether the request forced a named tool.
+    pub fn forced_tool_choice(provider: Provider, forced: bool) -> Self {
+        Self::with_options(
+            provider,
+            DecoderOptions {
+                forced_tool_choice: forced,
+                ..DecoderOptions::default()
+            },
+        )
+    }
+
+    /// Feeds the next chunk of the response body; returns the visible text deltas it completed.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<TextDelta> {
+        let mut out = Vec::new();
+        if self.over_budget {
+            return out;
+        }
+        let room = self.max_turn_bytes - self.fed;
+        let take = bytes.len().min(room);
+        self.fed += take;
+        for item in self.framer.feed(&bytes[..take]) {
+            self.item(item, &mut out);
+        }
+        if take < bytes.len() {
+            self.over_budget = true;
+            self.fold.common().fault(
+                TurnStatus::Malformed,
+                format!(
+                    "the turn exceeds the {} byte limit; the rest of the stream was not read",
+                    self.max_turn_bytes
+                ),
+            );
+        }
+        out
+    }
+
+    /// Ends the stream and classifies the turn.
+    pub fn finish(mut self) -> Turn {
+        let Finish {
+            items,
+            undispatched,
+        } = std::mem::take(&mut self.framer).finish();
+        let mut sink = Vec::new();
+        for item in items {
+            self.item(item, &mut sink);
+        }
+        self.fold.finish(undispatched)
+    }
+
+    fn item(&mut self, item: SseItem, out: &mut Vec<TextDelta>) {
+        match item {
+            SseItem::Event { event, data } => self.fold.event(event, data, out),
+            SseItem::StrayLine(line) => self.fold.stray_line(line),
+            SseItem::InvalidUtf8 => self.fold.common().fault(
+                TurnStatus::Malformed,
+                "a line of the stream is not valid UTF-8",
+            ),
+            SseItem::LineTooLong => self.fold.common().fault(
+                TurnStatus::Malformed,
+                format!(
+                    "a line of the stream exceeds {} bytes",
+                    crate::sse::MAX_LINE_BYTES
+                ),
+            ),
+            SseItem::EventTooLarge => self.fold.common().fault(
+                TurnStatus::Malformed,
+                format!(
+                    "an event of the stream exceeds {} bytes",
+                    crate::sse::MAX_EVENT_BYTES
+                ),
+            ),
+        }
+    }
+}
+
+/// Decodes a whole body at once.
+pub fn decode(provider: Provider, body: &[u8]) -> Turn {
+    decode_with(provider, DecoderOptions::default(), body)
+}
+
+/// Decodes a whole body at once, with options.
+pub fn decode_with(provider: Provider, options: DecoderOptions, body: &[u8]) -> Turn {
+    let mut decoder = TurnDecoder::with_options(provider, options);
+    decoder.feed(body);
+    decoder.finish()
+}
+
+/// The per-provider event fold.
+pub trait ProviderFold {
+    /// The shared state (first fault, visible text).
+    fn common(&mut self) -> &mut Common;
+    /// One dispatched SSE event.
+    fn event(&mut self, event: Option<String>, data: String, out: &mut Vec<TextDelta>);
+    /// A non-field line. A protocol violation unless the provider says otherwise.
+    fn stray_line(&mut self, line: String) {
+        self.common().fault(
+            TurnStatus::Malformed,
+            format!("stray non-field line in the stream: {}", clip(&line)),
+        );
+    }
+    /// End of stream; `undispatched` is an event left without its terminating blank line.
+    fn finish(self: Box<Self>, undispatched: Option<Undispatched>) -> Turn;
+}
+
+/// State every fold shares: the first fault, visible text and notes for the detail.
+#[derive(Debug, Default)]
+pub struct Common {
+    fault: Option<(TurnStatus, String)>,
+    text: String,
+    notes: Vec<String>,
+}
+
+impl Common {
+    /// Records a fault; only the first one counts.
+    pub fn fault(&mut self, status: TurnStatus, detail: impl Into<String>) {
+        if self.fault.is_none() {
+            self.fault = Some((status, detail.into()));
+        }
+    }
+
+    /// Records a protocol violation.
+    pub fn malformed(&mut self, detail: impl Into<String>) {
+        self.fault(TurnStatus::Malformed, detail);
+    }
+
+    /// Whether a fault was recorded.
+    pub fn has_fault(&self) -> bool {
+        self.fault.is_some()
+    }
+
+    /// Appends visible text and reports it as a delta.
+    pub fn text(&mut self, text: &str, out: &mut Vec<TextDelta>) {
+        if !text.is_empty() {
+            self.text.push_str(text);
+            out.push(TextDelta {
+                text: text.to_owned(),
+            });
+        }
+    }
+
+    /// Adds a remark to the final detail (for example a tool input replaced by `{}` in the history).
+    pub fn note(&mut self, note: impl Into<String>) {
+        self.notes.push(note.into());
+    }
+
+    /// Builds the turn: a recorded fault overrides `verdict`; `stop_reason` is kept either way.
+    pub fn into_turn(
+        self,
+        provider: Provider,
+        assistant: Value,
+        calls: Vec<RawCall>,
+        verdict: (TurnStatus, String),
+        stop_reason: Option<String>,
+    ) -> Turn {
+        let (status, mut detail) = self.fault.unwrap_or(verdict);
+        const MAX_NOTES: usize = 5;
+        for note in self.notes.iter().take(MAX_NOTES) {
+            detail.push_str("; ");
+            detail.push_str(note);
+        }
+        if self.notes.len() > MAX_NOTES {
+            detail.push_str(&format!("; and {} more", self.notes.len() - MAX_NOTES));
+        }
+        Turn {
+            provider,
+            assistant,
+            calls,
+            ending: Ending {
+                status,
+                stop_reason,
+                detail,
+            },
+            text: self.text,
+        }
+    }
+}
+
+/// Parses an event's data as a JSON object, recording a violation otherwise.
+pub(crate) fn parse_object(
+    common: &mut Common,
+    what: &str,
+    data: &str,
+) -> Option<Map<String, Value>> {
+    match serde_json::from_str::<Value>(data) {
+        Ok(Value::Object(map)) => Some(map),
+        Ok(_) => {
+            common.malformed(format!("{what}: data is not a JSON object: {}", clip(data)));
+            None
+        }
+        Err(err) => {
+            common.malformed(format!(
+                "{what}: data is not valid JSON ({err}): {}",
+                clip(data)
+            ));
+            None
+        }
+    }
+}
+
+/// Explains an undispatched event for a detail message.
+pub(crate) fn describe_undispatched(u: &Undispatched) -> String {
+    match &u.event {
+        Some(name) => format!(
+            "a final `{}` event had no terminating blank line and was not dispatched",
+            clip(name)
+        ),
+        None => "a final event had no terminating blank line and was not dispatched".to_owned(),
+    }
+}
+
+/// Formats a provider error object (`{"type"?, "code"?, "status"?, "message"?}`) for a detail message.
+pub(crate) fn describe_error(error: &Value) -> String {
+    let field = |k: &str| match error.get(k) {
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let mut parts: Vec<String> = Vec::new();
+    for key in ["type", "code", "status"] {
+        if let Some(v) = field(key)
+            && !parts.contains(&v)
+        {
+            parts.push(v);
+        }
+    }
+    let head = parts.join(" / ");
+    match (head.is_empty(), field("message")) {
+        (false, Some(m)) => clip(&format!("{head}: {m}")),
+        (true, Some(m)) => clip(&m),
+        (false, None) => clip(&head),
+        (true, None) => clip(&error.to_string()),
+    }
+}
+
+/// Shortens text for a detail message (at a char boundary).
+pub(crate) fn clip(s: &str) -> String {
+    const MAX: usize = 300;
+    if s.len() <= MAX {
+        return s.to_owned();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// A string field of a JSON object.
+pub(crate) fn str_field<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    map.get(key).and_then(Value::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_respects_char_boundaries() {
+        let s = "é".repeat(400);
+        let c = clip(&s);
+        assert!(c.len() <= 304);
+        assert!(c.ends_with('…'));
+    }
+
+    #[test]
+    fn describe_error_shapes() {
+        let e = serde_json::json!({"type":"overloaded_error","message":"Overloaded"});
+        assert_eq!(describe_error(&e), "overloaded_error: Overloaded");
+        let e = serde_json::json!({"code":503,"message":"busy","status":"UNAVAILABLE"});
+        assert_eq!(describe_error(&e), "503 / UNAVAILABLE: busy");
+    }
+
+    #[test]
+    fn byte_budget_is_exact_and_chunking_independent() {
+        let body = b"event: ping\ndata: {\"type\":\"ping\"}\n\n";
+        let opts = DecoderOptions {
+            max_turn_bytes: 10,
+            ..DecoderOptions::default()
+        };
+        let whole = decode_with(Provider::Anthropic, opts, body);
+        assert_eq!(whole.ending.status, TurnStatus::Malformed);
+        let mut d = TurnDecoder::with_options(Provider::Anthropic, opts);
+        for b in body {
+            d.feed(std::slice::from_ref(b));
+        }
+        assert_eq!(d.finish(), whole);
+    }
+}
