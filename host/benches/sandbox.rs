@@ -3,7 +3,7 @@
 //! `cargo bench --bench sandbox`. Rows:
 //!
 //! * `write_file` of 1 KiB through the warm sandbox (gate + a fresh instance per call) vs `std::fs::write`
-//!   of the same bytes;
+//!   of the same bytes, and vs the same atomic replace done natively (temporary file, then rename);
 //! * a no-op call (a tool without paths, so no preopen) vs a native function call;
 //! * the first call of a new `turngate call` process with a warm and with no precompiled cache, vs a
 //!   process per call that writes the file natively (`sh -c 'printf ... > file'`).
@@ -98,6 +98,18 @@ fn main() {
         sandboxed,
         "std::fs::write",
         native,
+    );
+    let atomic_path = work.path().join("atomic.txt");
+    let native_atomic = measure(WARM_SAMPLES, || {
+        let mut temp = tempfile::NamedTempFile::new_in(work.path()).unwrap();
+        std::io::Write::write_all(&mut temp, content.as_bytes()).unwrap();
+        temp.persist(&atomic_path).unwrap();
+    });
+    row(
+        "write_file 1 KiB, warm sandbox, fresh instance per call",
+        sandboxed,
+        "native temp file + rename",
+        native_atomic,
     );
 
     let noop = measure(WARM_SAMPLES, || {
