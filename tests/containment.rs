@@ -357,3 +357,25 @@ fn write_file_through_an_allowed_hard_link_replaces_the_link_not_the_outside_fil
         "the outside file keeps its content"
     );
 }
+
+#[test]
+fn the_guest_gets_no_environment_and_no_arguments() {
+    // SAFETY: the variable is set before any thread of this test reads the environment.
+    unsafe { std::env::set_var("TURNGATE_TEST_SECRET", "must-not-leak") };
+    let ws = escape_workspace();
+    let outcome = attack(&ws, "hostile_ro", json!({"attack": "env"}));
+    assert_eq!(outcome.result.unwrap(), "vars=[] args=[]");
+}
+
+#[test]
+fn the_guest_cannot_open_a_socket() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let ws = escape_workspace();
+    let outcome = attack(
+        &ws,
+        "hostile_rw",
+        json!({"attack": "connect", "arg": address}),
+    );
+    assert_contained(&outcome);
+}

@@ -1,6 +1,6 @@
 //! What a tool says about itself, checked once when the tool is loaded.
 //!
-//! The guest's `describe` answer arrives as untrusted data; [`ToolDescriptor::from_guest`] turns it into
+//! The guest's `describe` answer arrives as untrusted data; `ToolDescriptor::from_guest` turns it into
 //! a descriptor with a valid name, a schema that is valid JSON Schema for an object, and path parameters
 //! that are well-formed JSON Pointers, or says exactly what is wrong.
 

@@ -1,6 +1,6 @@
 //! How a call ends: approved and run, refused by the gate, failed in the tool, or stopped by the sandbox.
 //!
-//! The three kinds of failure stay apart: [`GateError`](crate::gate::GateError) means nothing ran,
+//! The three kinds of failure stay apart: [`GateError`] means nothing ran,
 //! [`ToolError`] means the tool ran and said no, [`RunError`] means the sandbox stopped it.
 
 use std::time::Duration;
