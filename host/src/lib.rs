@@ -30,11 +30,14 @@
 //! the crate itself inside a doc test.)
 #![deny(missing_docs)]
 
+pub mod audit;
 mod bundled;
 pub mod descriptor;
 pub mod gate;
+pub mod history;
 pub mod json;
 pub mod outcome;
+pub mod pipeline;
 pub mod policy;
 pub mod providers;
 pub mod root;
@@ -47,7 +50,9 @@ pub mod turn;
 pub use descriptor::{Access, PathParam, ToolDescriptor};
 pub use gate::{ApprovedCall, GateError};
 pub use outcome::{CallError, CallOutcome, RunError, ToolError};
+pub use pipeline::{CallReport, CallStatus, TurnOptions, TurnReport, process_turn};
 pub use policy::Policy;
 pub use root::Root;
 pub use sandbox::{CacheSetting, Limits};
 pub use toolbox::{LoadedTool, ToolOrigin, Toolbox, ToolboxBuilder, ToolboxError};
+pub use turn::{Provider, Turn, TurnStatus};

@@ -1,12 +1,28 @@
 //! The `turngate` command line: flags and glue around the library; errors become exit codes here.
 
+mod cli;
+
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use turngate::{CacheSetting, Limits, Policy, Root, Toolbox};
+use turngate::audit::write_jsonl;
+use turngate::turn::Provider;
+use turngate::{CacheSetting, Limits, Policy, Root, Toolbox, TurnOptions, process_turn};
+
+use crate::cli::stream::{StreamSource, read_turn};
+
+/// Exit status: a completed turn whose calls all succeeded (or that had none); a call that succeeded.
+const EXIT_OK: u8 = 0;
+/// Exit status: a usage, configuration or I/O error.
+const EXIT_USAGE: u8 = 1;
+/// Exit status: a completed turn with at least one call error; a call that was refused or failed.
+const EXIT_CALL_ERROR: u8 = 2;
+/// Exit status: the turn did not complete; nothing ran and the history is empty.
+const EXIT_NOT_COMPLETED: u8 = 3;
 
 /// Run a model's tool calls safely: strict checks, then WASI components confined to one directory.
 #[derive(Parser)]
@@ -18,6 +34,39 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Gate one streamed turn: decode the whole stream, check how it ended, then check and run each call.
+    ///
+    /// Prints `{"turn": {...}, "calls": [...], "history": [...]}`. Exit 0: completed and every call ok
+    /// (or none); 2: completed with at least one call error; 3: not completed (nothing ran, history
+    /// empty); 1: usage, configuration or I/O error. Text deltas are echoed to stderr as they arrive.
+    Run {
+        /// The provider protocol of the stream.
+        #[arg(long, value_parser = parse_provider)]
+        provider: Provider,
+        /// The directory calls are confined to.
+        #[arg(long)]
+        root: PathBuf,
+        /// A policy file (TOML); without one, every tool may act anywhere inside the root.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Append audit records (JSON Lines) to this file.
+        #[arg(long)]
+        log: Option<PathBuf>,
+        /// OpenAI Chat: the request forced a named tool (`tool_choice`), so `finish_reason: "stop"` with
+        /// calls and no refusal is a normal tool turn.
+        #[arg(long)]
+        forced_tool_choice: bool,
+        #[command(flatten)]
+        toolbox: ToolboxArgs,
+        /// The raw response body, a file holding it, or `-` (or nothing) for standard input.
+        stream: Option<String>,
+    },
+    /// Play the bundled seed streams (four providers, five cases each) through the real pipeline on a
+    /// throwaway root and show which turns wrote notes.txt.
+    Demo {
+        #[command(flatten)]
+        toolbox: ToolboxArgs,
+    },
     /// Run one tool call through the gate and the sandbox and print its outcome as JSON.
     ///
     /// Exit 0 when the call succeeded, 2 when it was refused or failed, 1 on a usage or setup error.
@@ -80,6 +129,11 @@ impl ToolboxArgs {
     }
 }
 
+fn parse_provider(name: &str) -> Result<Provider, String> {
+    name.parse()
+        .map_err(|_| "expected one of: anthropic, openai-chat, openai-responses, gemini".to_owned())
+}
+
 fn load_policy(path: Option<&PathBuf>) -> Result<Policy> {
     let Some(path) = path else {
         return Ok(Policy::allow_all());
@@ -96,7 +150,7 @@ async fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             eprintln!("turngate: {error:#}");
-            ExitCode::from(1)
+            ExitCode::from(EXIT_USAGE)
         }
     }
 }
@@ -116,11 +170,71 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let toolbox = toolbox.build().await?;
             let outcome = toolbox.call(&root, &policy, &tool, &input).await;
             println!("{}", serde_json::to_string_pretty(&outcome.to_json())?);
-            Ok(if outcome.result.is_ok() {
-                ExitCode::SUCCESS
+            Ok(ExitCode::from(if outcome.result.is_ok() {
+                EXIT_OK
             } else {
-                ExitCode::from(2)
-            })
+                EXIT_CALL_ERROR
+            }))
+        }
+        Command::Run {
+            provider,
+            root,
+            policy,
+            log,
+            forced_tool_choice,
+            toolbox,
+            stream,
+        } => {
+            let policy = load_policy(policy.as_ref())?;
+            let root =
+                Root::open(&root).with_context(|| format!("opening root {}", root.display()))?;
+            // The log is the user's file, outside the root's scope.
+            #[allow(clippy::disallowed_methods)]
+            let mut log_file = match &log {
+                Some(path) => Some(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                        .with_context(|| format!("opening log {}", path.display()))?,
+                ),
+                None => None,
+            };
+            // Load the tools first: a bad tool is a configuration error, reported before the stream.
+            let toolbox = toolbox.build().await?;
+            let turn = read_turn(
+                StreamSource::from_arg(stream),
+                provider,
+                forced_tool_choice,
+                &mut std::io::stderr(),
+            )?;
+            let options = TurnOptions {
+                audit: log_file.is_some(),
+            };
+            let report = process_turn(&toolbox, &root, &policy, turn, options).await;
+            if let (Some(file), Some(path)) = (log_file.as_mut(), &log) {
+                write_jsonl(&report.audit, file)
+                    .with_context(|| format!("writing log {}", path.display()))?;
+            }
+            let mut stdout = std::io::stdout().lock();
+            serde_json::to_writer(&mut stdout, &report.to_json())?;
+            writeln!(stdout)?;
+            Ok(ExitCode::from(if !report.turn.is_completed() {
+                EXIT_NOT_COMPLETED
+            } else if report.all_ok() {
+                EXIT_OK
+            } else {
+                EXIT_CALL_ERROR
+            }))
+        }
+        Command::Demo { toolbox } => {
+            let toolbox = toolbox.build().await?;
+            let as_expected = cli::demo::run(&toolbox).await?;
+            Ok(ExitCode::from(if as_expected {
+                EXIT_OK
+            } else {
+                EXIT_USAGE
+            }))
         }
     }
 }
