@@ -1,0 +1,362 @@
+//! The turn gate end to end: every fixture through `process_turn`, a stream fed slowly through a pipe,
+//! a symlink swapped in between the gate's check and the run, and generated paths.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::streams::{all_fixtures, read_fixture};
+use common::{Workspace, bundled, hash_tree};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use turngate::gate::check_call;
+use turngate::providers::{DecoderOptions, TurnDecoder};
+use turngate::scope::check_path;
+use turngate::{CallError, CallStatus, Policy, Provider, RunError, TurnOptions, process_turn};
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+/// Every result in a history, keyed by the call ID it answers (Gemini results without an ID by order).
+fn answered_ids(provider: Provider, history: &[Value]) -> Vec<Option<String>> {
+    let text = |v: &Value| v.as_str().map(str::to_owned);
+    match provider {
+        Provider::Anthropic => history
+            .iter()
+            .skip(1)
+            .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| text(&b["tool_use_id"]))
+            .collect(),
+        Provider::OpenAiChat => history
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| text(&m["tool_call_id"]))
+            .collect(),
+        Provider::OpenAiResponses => history
+            .iter()
+            .filter(|m| m["type"] == "function_call_output")
+            .map(|m| text(&m["call_id"]))
+            .collect(),
+        Provider::Gemini => history
+            .iter()
+            .skip(1)
+            .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+            .map(|p| text(&p["functionResponse"]["id"]))
+            .collect(),
+    }
+}
+
+#[test]
+fn every_fixture_runs_nothing_unless_completed_and_answers_each_call_once() {
+    let mut seen = BTreeMap::new();
+    for (file, provider) in all_fixtures() {
+        let forced = file.contains("forced_tool");
+        let options = DecoderOptions {
+            forced_tool_choice: forced,
+            ..DecoderOptions::default()
+        };
+        let mut decoder = TurnDecoder::with_options(provider, options);
+        decoder.feed(&read_fixture(&file));
+        let turn = decoder.finish();
+        // Many fixtures ask write_file for notes.txt: a fresh root per fixture shows what each one did.
+        let ws = Workspace::new();
+        let report = block_on(process_turn(
+            bundled(),
+            &ws.root,
+            &Policy::allow_all(),
+            turn,
+            TurnOptions::default(),
+        ));
+        *seen.entry(report.turn.ending.status.as_str()).or_insert(0) += 1;
+        if !report.turn.is_completed() {
+            assert!(
+                hash_tree(&ws.root_path()).is_empty(),
+                "{file}: a turn that did not complete wrote"
+            );
+            assert!(
+                report.history.is_empty(),
+                "{file}: history of a turn that did not complete"
+            );
+            assert!(
+                report.calls.iter().all(|c| c.status == CallStatus::NotRun),
+                "{file}"
+            );
+            continue;
+        }
+        let expected: Vec<Option<String>> = report
+            .turn
+            .calls
+            .iter()
+            .filter(|c| c.id.is_some() || provider == Provider::Gemini)
+            .map(|c| c.id.clone())
+            .collect();
+        assert_eq!(
+            answered_ids(provider, &report.history),
+            expected,
+            "{file}: one result per call ID, in order"
+        );
+        let assistant = match (provider, &report.turn.assistant) {
+            (Provider::OpenAiResponses, Value::Array(items)) => {
+                Value::Array(report.history[..items.len()].to_vec())
+            }
+            _ => report.history[0].clone(),
+        };
+        assert_eq!(
+            assistant, report.turn.assistant,
+            "{file}: the assistant turn goes back unchanged"
+        );
+    }
+    for status in [
+        "completed",
+        "truncated",
+        "refused",
+        "filtered",
+        "errored",
+        "malformed",
+        "incomplete",
+    ] {
+        assert!(
+            seen.contains_key(status),
+            "no fixture ends {status}: {seen:?}"
+        );
+    }
+}
+
+/// Where each provider's seed stream ends its turn: the bytes before this marker hold a complete call.
+/// Gemini has no terminator but the end of the stream, so its whole body goes first.
+fn ending_marker(provider: &str) -> Option<&'static str> {
+    match provider {
+        "anthropic" => Some("event: message_delta"),
+        "openai-chat" => Some(
+            "data: {\"id\": \"chatcmpl-seed\", \"object\": \"chat.completion.chunk\", \"created\": 1764460800, \"model\": \"gpt-seed\", \"choices\": [{\"index\": 0, \"delta\": {}, \"finish_reason\": \"tool_calls\"}]}",
+        ),
+        "openai-responses" => Some("event: response.completed"),
+        _ => None,
+    }
+}
+
+/// Feeds the seed stream's first part through a pipe, waits while the call is complete but the ending
+/// has not arrived, then either sends the ending or cuts the stream.
+fn slow_pipe(provider: &str, send_ending: bool) {
+    let body = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("../tests/fixtures/seed/{provider}_complete.sse")),
+    )
+    .unwrap();
+    let split = ending_marker(provider).map_or(body.len(), |m| {
+        body.find(m).expect("marker in the seed stream")
+    });
+    let (head, tail) = body.split_at(split);
+    let ws = Workspace::new();
+    ws.write("notes.txt", "Original notes\n");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .env(
+            "TURNGATE_CACHE_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache"),
+        )
+        .args(["run", "--provider", provider, "--root"])
+        .arg(ws.root_path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(head.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    // The text delta echoed on stderr proves the process has read and decoded the head.
+    let mut stderr = child.stderr.take().unwrap();
+    let (echo_tx, echo_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 4096];
+        while let Ok(n) = stderr.read(&mut buffer) {
+            if n == 0 || echo_tx.send(buffer[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut echoed = Vec::new();
+    while !String::from_utf8_lossy(&echoed).contains("notes") {
+        let chunk = echo_rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("{provider}: no echo"));
+        echoed.extend(chunk);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        ws.read("notes.txt"),
+        "Original notes\n",
+        "{provider}: written before the ending arrived"
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "{provider}: finished before the stream ended"
+    );
+    if send_ending {
+        stdin.write_all(tail.as_bytes()).unwrap();
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    if send_ending {
+        assert_eq!(output.status.code(), Some(0), "{provider}: {report}");
+        assert_eq!(
+            ws.read("notes.txt"),
+            "Final notes\n",
+            "{provider}: written after the ending"
+        );
+    } else if provider == "gemini" {
+        // Gemini's whole body was sent: the end of the stream is its ending.
+        assert_eq!(output.status.code(), Some(0), "{provider}: {report}");
+    } else {
+        assert_eq!(output.status.code(), Some(3), "{provider}: {report}");
+        assert_eq!(
+            ws.read("notes.txt"),
+            "Original notes\n",
+            "{provider}: a cut-off turn never writes"
+        );
+    }
+}
+
+#[test]
+fn a_slow_stream_writes_only_after_its_normal_ending() {
+    for provider in ["anthropic", "openai-chat", "openai-responses", "gemini"] {
+        slow_pipe(provider, true);
+    }
+}
+
+#[test]
+fn a_slow_stream_cut_before_its_ending_never_writes() {
+    for provider in ["anthropic", "openai-chat", "openai-responses"] {
+        slow_pipe(provider, false);
+    }
+}
+
+#[test]
+fn a_symlink_swapped_in_after_the_gate_is_stopped_by_the_sandbox() {
+    let ws = Workspace::new();
+    std::fs::create_dir(ws.root_path().join("drafts")).unwrap();
+    let approved = check_call(
+        bundled(),
+        &ws.root,
+        &Policy::allow_all(),
+        "write_file",
+        r#"{"path":"drafts/notes.txt","content":"swapped"}"#,
+    )
+    .expect("the gate approves a path inside the root");
+    // The race: the directory becomes a symlink to the outside after the check.
+    std::fs::remove_dir(ws.root_path().join("drafts")).unwrap();
+    std::os::unix::fs::symlink("../outside", ws.root_path().join("drafts")).unwrap();
+    let before = hash_tree(&ws.outside_path());
+    let outcome = block_on(bundled().run(&ws.root, &approved));
+    assert!(
+        matches!(outcome.result, Err(CallError::Run(RunError::Tool(_)))),
+        "{:?}",
+        outcome.result
+    );
+    assert_eq!(
+        hash_tree(&ws.outside_path()),
+        before,
+        "the outside is unchanged"
+    );
+    assert!(!ws.outside_path().join("notes.txt").exists());
+}
+
+/// A fixed tree for the path property: real directories, and symlinks inside and out.
+fn path_workspace() -> Workspace {
+    let ws = Workspace::new();
+    let root = ws.root_path();
+    std::fs::create_dir_all(root.join("a/b")).unwrap();
+    std::fs::write(root.join("a/file.txt"), "x").unwrap();
+    std::os::unix::fs::symlink("a", root.join("in")).unwrap();
+    std::os::unix::fs::symlink("../../outside", root.join("a/out")).unwrap();
+    std::os::unix::fs::symlink(ws.outside_path(), root.join("abs")).unwrap();
+    std::os::unix::fs::symlink("b/../../..", root.join("a/up")).unwrap();
+    ws
+}
+
+fn component() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        "a", "b", "file.txt", "in", "out", "abs", "up", "..", ".", "", "new", "x\0y", "outside",
+    ])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Any path the gate accepts really resolves beneath the root: its longest existing prefix,
+    /// canonicalized by the operating system, stays inside.
+    #[test]
+    fn accepted_paths_resolve_beneath_the_root(parts in prop::collection::vec(component(), 1..6), absolute in any::<bool>()) {
+        static WS: std::sync::OnceLock<Workspace> = std::sync::OnceLock::new();
+        let ws = WS.get_or_init(path_workspace);
+        let path = format!("{}{}", if absolute { "/" } else { "" }, parts.join("/"));
+        let root = std::fs::canonicalize(ws.root_path()).unwrap();
+        match check_path(&ws.root, &path, false) {
+            Ok(scoped) => {
+                prop_assert!(!absolute && !parts.contains(&"..") && !path.contains('\0'), "{path:?} accepted");
+                let mut existing = root.clone();
+                for part in scoped.normalized.split('/').filter(|p| *p != ".") {
+                    let next = existing.join(part);
+                    match std::fs::canonicalize(&next) {
+                        Ok(real) => existing = real,
+                        Err(_) => break,
+                    }
+                    prop_assert!(existing.starts_with(&root), "{path:?} resolves to {}", existing.display());
+                }
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+#[test]
+fn the_audit_log_hashes_paths_around_each_call() {
+    let ws = Workspace::new();
+    ws.write("notes.txt", "before");
+    let body = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/seed/anthropic_complete.sse"),
+    )
+    .unwrap();
+    let mut decoder = TurnDecoder::new(Provider::Anthropic);
+    decoder.feed(&body);
+    let report = block_on(process_turn(
+        bundled(),
+        &ws.root,
+        &Policy::allow_all(),
+        decoder.finish(),
+        TurnOptions { audit: true },
+    ));
+    let records: Vec<Value> = report
+        .audit
+        .iter()
+        .map(|r| serde_json::to_value(r).unwrap())
+        .collect();
+    assert_eq!(records[0]["type"], "turn");
+    assert_eq!(records[0]["status"], "completed");
+    assert_eq!(records[0]["stop_reason"], "tool_use");
+    assert_eq!(records[1]["type"], "call");
+    assert_eq!(records[1]["id"], "u1");
+    let sha = |s: &str| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(s.as_bytes()));
+    assert_eq!(
+        records[1]["paths"],
+        json!([{
+            "path": "notes.txt", "access": "write", "sha256_before": sha("before"), "sha256_after": sha("Final notes\n")
+        }])
+    );
+    assert_eq!(
+        records[1]["input_sha256"],
+        sha(&report.turn.calls[0].raw_input)
+    );
+}
