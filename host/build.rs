@@ -30,6 +30,7 @@ const BUNDLED: &[&str] = &[
 const TEST_ONLY: &[&str] = &[
     "hostile_rw",
     "hostile_ro",
+    "hostile_net",
     "noop",
     "bad_schema",
     "not_a_tool",

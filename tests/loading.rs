@@ -72,6 +72,19 @@ fn an_invalid_schema_is_refused_by_name() {
 }
 
 #[test]
+fn a_component_that_imports_sockets_is_refused_naming_the_imports() {
+    let bytes = std::fs::read(env!("TURNGATE_TEST_GUEST_HOSTILE_NET")).unwrap();
+    let dir = dir_with("net.wasm", &bytes);
+    let e = build_err(Toolbox::builder().cache(test_cache()).tools_dir(dir.path()));
+    let message = message(&e);
+    assert!(
+        message.contains("net.wasm") && message.contains("wasi:sockets/tcp"),
+        "{e}"
+    );
+    assert!(message.contains("does not grant"), "{e}");
+}
+
+#[test]
 fn tool_names_must_be_unique() {
     let bytes = std::fs::read(env!("TURNGATE_TEST_GUEST_HOSTILE_RO")).unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -59,7 +59,7 @@ pub fn descriptor(name: &str, access: Access) -> Descriptor {
         "properties": {
             "attack": {
                 "type": "string",
-                "description": "noop, counter, env, connect, read, write, append, list, symlink, spin, sleep, alloc, print, big_result or panic."
+                "description": "noop, counter, env, read, write, append, list, symlink, spin, sleep, alloc, print, big_result or panic."
             },
             "arg": {
                 "type": "string",
@@ -91,18 +91,13 @@ pub fn call(input: &str) -> Result<String, ToolError> {
     let input: Input = parse_input(input)?;
     match input.attack.as_str() {
         "noop" => Ok("ok".into()),
-        // What the sandbox must not hand over: environment variables, arguments, the network.
+        // What the sandbox must not hand over: environment variables and arguments. (The network is not
+        // linked at all: `hostile_net`, which imports it, is refused at load.)
         "env" => Ok(format!(
             "vars={:?} args={:?}",
             std::env::vars().collect::<Vec<_>>(),
             std::env::args().collect::<Vec<_>>()
         )),
-        "connect" => {
-            let address = input.arg.as_deref().unwrap_or("127.0.0.1:9");
-            std::net::TcpStream::connect(address)
-                .map_err(|err| ToolError::Denied(format!("connect {address}: {err}")))?;
-            Ok(format!("ESCAPED connect to {address}"))
-        }
         // State that would leak between calls if an instance were reused: each fresh instance says 1.
         "counter" => Ok(CALLS
             .fetch_add(1, Ordering::Relaxed)

@@ -1,9 +1,10 @@
 //! The component sandbox: one engine, tools compiled once, a fresh store per call.
 //!
-//! [`Sandbox`] owns the process's wasmtime `Engine` (pooling allocator, epoch interruption driven by a
-//! ticker thread), a linker holding WASI 0.2, and the precompiled-component cache. [`Sandbox::prepare`]
-//! turns component bytes into a [`Prepared`] tool (an `InstancePre` of the tool world, checked for imports
-//! the sandbox does not grant); [`Sandbox::run`] instantiates it in a new `Store` whose WASI context holds
+//! `Sandbox` owns the process's wasmtime `Engine` (pooling allocator, epoch interruption driven by a
+//! ticker thread), a linker holding the WASI 0.2 interfaces tools may import (`wasi.rs`: no sockets), and
+//! the precompiled-component cache. `Sandbox::prepare` turns component bytes into a `Prepared` tool (an
+//! `InstancePre` of the tool world, refused if it imports anything the sandbox does not grant);
+//! `Sandbox::run` instantiates it in a new `Store` whose WASI context holds
 //! nothing but the root (read-only for read-only tools, absent for tools without paths), calls it under
 //! the [`Limits`], and maps every way a call can end to its own [`RunError`].
 
@@ -11,6 +12,7 @@ pub(crate) mod bindings;
 mod cache;
 mod limits;
 mod output;
+mod wasi;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -97,9 +99,15 @@ pub enum PrepareError {
     /// The component does not validate or compile.
     #[error("the component does not compile: {0:#}")]
     Compile(wasmtime::Error),
-    /// The component imports something the sandbox does not grant.
-    #[error("the component imports what the sandbox does not grant: {0:#}")]
-    Imports(wasmtime::Error),
+    /// The component imports interfaces the sandbox does not grant (sockets, HTTP, another world's).
+    #[error(
+        "the component imports {}, which the sandbox does not grant (it grants wasi:io, wasi:cli, wasi:clocks, wasi:filesystem and wasi:random)",
+        .0.join(", ")
+    )]
+    Imports(Vec<String>),
+    /// The component's imports could not be satisfied for another reason (a version the host lacks).
+    #[error("the component's imports cannot be satisfied: {0:#}")]
+    Link(wasmtime::Error),
     /// The component does not export the tool world.
     #[error("the component is not a turngate tool (world turngate:tool/tool@0.1.0): {0:#}")]
     NotToolWorld(wasmtime::Error),
@@ -143,7 +151,7 @@ impl Sandbox {
         start_epoch_ticker(&engine);
 
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError)?;
+        wasi::add_to_linker(&mut linker).map_err(EngineError)?;
 
         let cache_dir = match cache {
             CacheSetting::Default => PrecompiledCache::default_dir(),
@@ -176,10 +184,20 @@ impl Sandbox {
             None => Component::new(&self.engine, bytes),
         }
         .map_err(PrepareError::Compile)?;
+        let ungranted: Vec<String> = component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name)
+            .filter(|name| !wasi::is_granted(name))
+            .map(str::to_owned)
+            .collect();
+        if !ungranted.is_empty() {
+            return Err(PrepareError::Imports(ungranted));
+        }
         let instance_pre = self
             .linker
             .instantiate_pre(&component)
-            .map_err(PrepareError::Imports)?;
+            .map_err(PrepareError::Link)?;
         let pre = ToolPre::new(instance_pre).map_err(PrepareError::NotToolWorld)?;
         Ok(Prepared { pre })
     }
@@ -273,10 +291,7 @@ impl Sandbox {
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdout(stdout.clone())
             .stderr(stderr.clone())
-            .allow_blocking_current_thread(true)
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
+            .allow_blocking_current_thread(true);
         if let Some((root, access)) = filesystem {
             let perms = match access {
                 Access::Read => FsPerms::ReadOnly,

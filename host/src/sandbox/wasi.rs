@@ -1,0 +1,64 @@
+//! The WASI 0.2 interfaces a tool may import, and nothing else.
+//!
+//! Tools get `wasi:io`, `wasi:cli` (environment, exit, stdio, terminal), `wasi:clocks`, `wasi:filesystem`
+//! and `wasi:random`. `wasi:sockets` is deliberately not linked (unlike `wasmtime_wasi::p2::add_to_linker_async`),
+//! so a component that imports it is refused when it is loaded, with the imports named, rather than
+//! denied one address at a time at run time.
+
+use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime_wasi::WasiView;
+use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
+use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView as _};
+use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView as _};
+use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random};
+use wasmtime_wasi::random::WasiRandom;
+use wasmtime_wasi_io::bindings::wasi::io;
+
+/// Interface namespaces the sandbox grants (`wasi:io/streams@0.2.6` is granted, `wasi:sockets/tcp` is not).
+pub(crate) const GRANTED: &[&str] = &[
+    "wasi:io/",
+    "wasi:cli/",
+    "wasi:clocks/",
+    "wasi:filesystem/",
+    "wasi:random/",
+];
+
+/// The tool world's own types interface, which carries no functions.
+pub(crate) const TOOL_TYPES: &str = "turngate:tool/types";
+
+/// Whether an import name is something the sandbox provides.
+pub(crate) fn is_granted(import: &str) -> bool {
+    import.starts_with(TOOL_TYPES) || GRANTED.iter().any(|prefix| import.starts_with(prefix))
+}
+
+/// `wasi:io` resources live in the store's resource table.
+struct HasIo;
+
+impl HasData for HasIo {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+/// Links the granted interfaces (async variants) into `linker`.
+pub(crate) fn add_to_linker<T: WasiView>(l: &mut Linker<T>) -> wasmtime::Result<()> {
+    io::error::add_to_linker::<T, HasIo>(l, |t| t.ctx().table)?;
+    io::poll::add_to_linker::<T, HasIo>(l, |t| t.ctx().table)?;
+    io::streams::add_to_linker::<T, HasIo>(l, |t| t.ctx().table)?;
+    clocks::wall_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
+    clocks::monotonic_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
+    filesystem::preopens::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
+    filesystem::types::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
+    random::random::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure_seed::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    cli::exit::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::environment::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stdin::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_input::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_output::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stdin::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    Ok(())
+}
