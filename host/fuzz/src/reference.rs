@@ -18,15 +18,16 @@ struct State {
 }
 
 /// What the model says the framer produces for `input` fed whole: the items of all terminated lines, what
-/// `finish` returns, the last event ID and the last retry.
+/// `finish` returns, and the last event ID and retry as the framer reports them before `finish` (a field in
+/// an unterminated last line is only interpreted by `finish`, which consumes the framer).
 pub struct Model {
     /// Items from terminated lines.
     pub items: Vec<SseItem>,
     /// What `finish` reports.
     pub finish: Finish,
-    /// Last `id` field (without NUL).
+    /// Last `id` field (without NUL) of a terminated line.
     pub last_event_id: String,
-    /// Last valid `retry` field.
+    /// Last valid `retry` field of a terminated line.
     pub retry: Option<u64>,
 }
 
@@ -120,13 +121,17 @@ pub fn frame(input: &[u8]) -> Model {
     let mut state = State::default();
     let mut items = Vec::new();
     let mut finish_items = Vec::new();
+    let mut before_finish = None;
     for (line, terminated) in lines(input) {
         if terminated {
             state.line(line, &mut items);
         } else {
+            before_finish = Some((state.last_event_id.clone(), state.retry));
             state.line(line, &mut finish_items);
         }
     }
+    let (last_event_id, retry) =
+        before_finish.unwrap_or_else(|| (state.last_event_id.clone(), state.retry));
     let undispatched = (!state.data.is_empty() && !state.poisoned).then(|| Undispatched {
         event: (!state.event.is_empty()).then(|| state.event.clone()),
         data: state.data.join("\n"),
@@ -137,7 +142,7 @@ pub fn frame(input: &[u8]) -> Model {
             items: finish_items,
             undispatched,
         },
-        last_event_id: state.last_event_id,
-        retry: state.retry,
+        last_event_id,
+        retry,
     }
 }
