@@ -89,3 +89,104 @@ fn a_missing_root_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("opening root"));
 }
+
+#[test]
+fn tools_list_shows_every_tool_with_its_access_and_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        env!("TURNGATE_TEST_GUEST_HOSTILE_RO"),
+        dir.path().join("hostile_ro.wasm"),
+    )
+    .unwrap();
+    let out = turngate()
+        .args(["tools", "list", "--tools"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.lines().any(|l| l.starts_with("write_file")
+            && l.contains("read-write")
+            && l.contains("bundled")),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("read_file")
+            && l.contains("read-only")
+            && l.contains("/path (read)")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("hostile_ro") && l.contains("hostile_ro.wasm")),
+        "{text}"
+    );
+}
+
+#[test]
+fn tools_inspect_prints_the_descriptor_schema_and_imports() {
+    let out = turngate()
+        .args(["tools", "inspect", env!("TURNGATE_TEST_GUEST_HOSTILE_RO")])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let descriptor: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(descriptor["name"], "hostile_ro");
+    assert_eq!(descriptor["sandbox_access"], "read");
+    assert_eq!(
+        descriptor["input_schema"]["required"],
+        serde_json::json!(["attack"])
+    );
+    assert!(
+        descriptor["imports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i.as_str().unwrap().starts_with("wasi:filesystem/"))
+    );
+}
+
+#[test]
+fn tools_check_passes_a_conforming_tool() {
+    let out = turngate()
+        .args(["tools", "check", env!("TURNGATE_TEST_GUEST_HOSTILE_RO")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("with invalid-input") && text.trim_end().ends_with("passed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn tools_check_fails_a_tool_that_accepts_what_its_schema_forbids() {
+    let out = turngate()
+        .args(["tools", "check", env!("TURNGATE_TEST_GUEST_NOOP")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("expected invalid-input"), "{text}");
+}
+
+#[test]
+fn tools_check_rejects_a_component_that_imports_sockets() {
+    let out = turngate()
+        .args(["tools", "check", env!("TURNGATE_TEST_GUEST_HOSTILE_NET")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("wasi:sockets/tcp") && text.contains("does not grant"),
+        "{text}"
+    );
+}

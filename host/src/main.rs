@@ -11,7 +11,9 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use turngate::audit::write_jsonl;
 use turngate::turn::Provider;
-use turngate::{CacheSetting, Limits, Policy, Root, Toolbox, TurnOptions, process_turn};
+use turngate::{
+    CacheSetting, Limits, Policy, Root, Toolbox, ToolboxBuilder, TurnOptions, process_turn,
+};
 
 use crate::cli::stream::{StreamSource, read_turn};
 
@@ -61,6 +63,11 @@ enum Command {
         /// The raw response body, a file holding it, or `-` (or nothing) for standard input.
         stream: Option<String>,
     },
+    /// Commands for tool authors: list the tools, inspect a component, check its conformance.
+    Tools {
+        #[command(subcommand)]
+        command: ToolsCommand,
+    },
     /// Play the bundled seed streams (four providers, five cases each) through the real pipeline on a
     /// throwaway root and show which turns wrote notes.txt.
     Demo {
@@ -86,12 +93,54 @@ enum Command {
     },
 }
 
-/// Flags that shape the toolbox.
+#[derive(Subcommand)]
+enum ToolsCommand {
+    /// List every tool: name, the access the sandbox gives it, its path fields, and where it came from.
+    List {
+        #[command(flatten)]
+        toolbox: ToolboxArgs,
+    },
+    /// Print a component's descriptor, input schema and imports.
+    Inspect {
+        /// The component (`.wasm`).
+        file: PathBuf,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Check a component's conformance: it loads as a tool, its schema is valid JSON Schema, it imports
+    /// nothing the sandbox does not grant, and it answers input its schema forbids with invalid-input.
+    /// Exit 0 when it passes, 2 when it does not.
+    Check {
+        /// The component (`.wasm`).
+        file: PathBuf,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+}
+
+/// Flags that shape the toolbox: extra tools plus the sandbox settings.
 #[derive(Args)]
 struct ToolboxArgs {
     /// Also load every `*.wasm` tool component in this directory.
     #[arg(long)]
     tools: Option<PathBuf>,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+}
+
+impl ToolboxArgs {
+    async fn build(&self) -> Result<Toolbox> {
+        let mut builder = self.sandbox.builder();
+        if let Some(dir) = &self.tools {
+            builder = builder.tools_dir(dir);
+        }
+        Ok(builder.build().await?)
+    }
+}
+
+/// Per-call limits and the precompiled-component cache.
+#[derive(Args)]
+struct SandboxArgs {
     /// Wall-time limit per call, in milliseconds.
     #[arg(long, default_value_t = Limits::default().wall_time.as_millis() as u64)]
     timeout_ms: u64,
@@ -109,8 +158,8 @@ struct ToolboxArgs {
     no_cache: bool,
 }
 
-impl ToolboxArgs {
-    async fn build(&self) -> Result<Toolbox> {
+impl SandboxArgs {
+    fn builder(&self) -> ToolboxBuilder {
         let limits = Limits {
             wall_time: Duration::from_millis(self.timeout_ms),
             memory_bytes: self.memory_mib << 20,
@@ -121,11 +170,7 @@ impl ToolboxArgs {
             (Some(dir), false) => CacheSetting::Dir(dir.clone()),
             (None, false) => CacheSetting::Default,
         };
-        let mut builder = Toolbox::builder().limits(limits).cache(cache);
-        if let Some(dir) = &self.tools {
-            builder = builder.tools_dir(dir);
-        }
-        Ok(builder.build().await?)
+        Toolbox::builder().limits(limits).cache(cache)
     }
 }
 
@@ -227,6 +272,24 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 EXIT_CALL_ERROR
             }))
         }
+        Command::Tools { command } => match command {
+            ToolsCommand::List { toolbox } => {
+                cli::tools::list(&toolbox.build().await?);
+                Ok(ExitCode::from(EXIT_OK))
+            }
+            ToolsCommand::Inspect { file, sandbox } => {
+                cli::tools::inspect(sandbox.builder(), &file).await?;
+                Ok(ExitCode::from(EXIT_OK))
+            }
+            ToolsCommand::Check { file, sandbox } => {
+                let passed = cli::tools::check(sandbox.builder(), &file).await?;
+                Ok(ExitCode::from(if passed {
+                    EXIT_OK
+                } else {
+                    EXIT_CALL_ERROR
+                }))
+            }
+        },
         Command::Demo { toolbox } => {
             let toolbox = toolbox.build().await?;
             let as_expected = cli::demo::run(&toolbox).await?;

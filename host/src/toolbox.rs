@@ -16,7 +16,9 @@ use crate::gate::{ApprovedCall, check_call};
 use crate::outcome::{CallError, CallOutcome};
 use crate::policy::Policy;
 use crate::root::Root;
-use crate::sandbox::{CacheSetting, EngineError, Limits, PrepareError, Prepared, Sandbox};
+use crate::sandbox::{
+    CacheSetting, EngineError, Limits, PrepareError, Prepared, RunReport, Sandbox,
+};
 
 /// Where a tool came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +67,16 @@ impl LoadedTool {
     /// Where it came from.
     pub fn origin(&self) -> &ToolOrigin {
         &self.origin
+    }
+
+    /// Every interface the component imports (each one the sandbox grants).
+    pub fn imports(&self) -> &[String] {
+        self.prepared.imports()
+    }
+
+    /// Whether `input` is valid against the tool's schema.
+    pub fn accepts(&self, input: &serde_json::Value) -> bool {
+        self.validator.is_valid(input)
     }
 
     pub(crate) fn validator(&self) -> &jsonschema::Validator {
@@ -321,6 +333,15 @@ impl Toolbox {
         }
     }
 
+    /// Calls a tool on `raw_input` directly, without the gate and without any filesystem or network: for
+    /// conformance checks (`turngate tools check`), which must see how the tool itself answers input its
+    /// schema forbids. Returns `None` when there is no tool of that name.
+    pub async fn probe(&self, name: &str, raw_input: &str) -> Option<CallOutcome> {
+        let tool = self.tools.get(name)?;
+        let report = self.sandbox.run(&tool.prepared, None, raw_input).await;
+        Some(outcome(tool, report))
+    }
+
     /// Runs a call the gate approved.
     pub async fn run(&self, root: &Root, approved: &ApprovedCall<'_>) -> CallOutcome {
         let tool = approved.tool();
@@ -332,12 +353,16 @@ impl Toolbox {
             .sandbox
             .run(&tool.prepared, filesystem, approved.input())
             .await;
-        CallOutcome {
-            tool: tool.descriptor.name.clone(),
-            result: report.result.map_err(CallError::Run),
-            stdout: report.stdout.to_vec(),
-            stderr: report.stderr.to_vec(),
-            duration: report.duration,
-        }
+        outcome(tool, report)
+    }
+}
+
+fn outcome(tool: &LoadedTool, report: RunReport) -> CallOutcome {
+    CallOutcome {
+        tool: tool.descriptor.name.clone(),
+        result: report.result.map_err(CallError::Run),
+        stdout: report.stdout.to_vec(),
+        stderr: report.stderr.to_vec(),
+        duration: report.duration,
     }
 }

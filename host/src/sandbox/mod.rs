@@ -65,6 +65,14 @@ pub(crate) struct Sandbox {
 #[derive(Clone)]
 pub(crate) struct Prepared {
     pre: ToolPre<CallState>,
+    imports: Vec<String>,
+}
+
+impl Prepared {
+    /// Every interface the component imports (all of them granted, or it would not be prepared).
+    pub(crate) fn imports(&self) -> &[String] {
+        &self.imports
+    }
 }
 
 /// A guest's raw self-description, before the descriptor checks.
@@ -184,12 +192,15 @@ impl Sandbox {
             None => Component::new(&self.engine, bytes),
         }
         .map_err(PrepareError::Compile)?;
-        let ungranted: Vec<String> = component
+        let imports: Vec<String> = component
             .component_type()
             .imports(&self.engine)
-            .map(|(name, _)| name)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let ungranted: Vec<String> = imports
+            .iter()
             .filter(|name| !wasi::is_granted(name))
-            .map(str::to_owned)
+            .cloned()
             .collect();
         if !ungranted.is_empty() {
             return Err(PrepareError::Imports(ungranted));
@@ -199,7 +210,7 @@ impl Sandbox {
             .instantiate_pre(&component)
             .map_err(PrepareError::Link)?;
         let pre = ToolPre::new(instance_pre).map_err(PrepareError::NotToolWorld)?;
-        Ok(Prepared { pre })
+        Ok(Prepared { pre, imports })
     }
 
     /// Asks a prepared tool to describe itself (in a store with no filesystem).

@@ -1,0 +1,144 @@
+//! `turngate tools list | inspect | check`: commands for tool authors.
+
+use std::path::Path;
+
+use anyhow::Result;
+use serde_json::{Value, json};
+use turngate::{Access, LoadedTool, RunError, ToolError, Toolbox, ToolboxBuilder};
+
+/// Prints every tool: name, origin, declared paths and access.
+pub fn list(toolbox: &Toolbox) {
+    println!("{:<16} {:<10} {:<28} origin", "tool", "access", "paths");
+    for tool in toolbox.tools() {
+        let d = tool.descriptor();
+        let access = match d.filesystem_access() {
+            None => "none",
+            Some(Access::Read) => "read-only",
+            Some(Access::Write) => "read-write",
+        };
+        let paths: Vec<String> = d
+            .paths
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} ({})",
+                    p.pointer,
+                    if p.access == Access::Read {
+                        "read"
+                    } else {
+                        "write"
+                    }
+                )
+            })
+            .collect();
+        println!(
+            "{:<16} {:<10} {:<28} {}",
+            d.name,
+            access,
+            paths.join(", "),
+            tool.origin()
+        );
+    }
+}
+
+/// Loads one component on its own (no bundled tools).
+async fn load_one(builder: ToolboxBuilder, file: &Path) -> Result<Toolbox, turngate::ToolboxError> {
+    builder
+        .without_bundled()
+        .component_file(file)?
+        .build()
+        .await
+}
+
+/// Prints one component's descriptor, schema and imports.
+pub async fn inspect(builder: ToolboxBuilder, file: &Path) -> Result<()> {
+    let toolbox = load_one(builder, file).await?;
+    let tool = toolbox.tools().next().expect("one component loaded");
+    let d = tool.descriptor();
+    let out = json!({
+        "name": d.name,
+        "description": d.description,
+        "paths": d.paths,
+        "sandbox_access": d.filesystem_access(),
+        "input_schema": d.input_schema,
+        "imports": tool.imports(),
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// An input the tool's schema forbids: a missing required field, an unknown field, or a wrong type.
+fn forbidden_input(tool: &LoadedTool) -> Option<Value> {
+    let schema = &tool.descriptor().input_schema;
+    let mut candidates = vec![json!({}), json!({"turngate_conformance_probe": true})];
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        for (name, property) in properties {
+            let wrong = match property.get("type").and_then(Value::as_str) {
+                Some("string") => json!(12345),
+                Some(_) => json!("turngate conformance probe"),
+                None => continue,
+            };
+            candidates.push(json!({ name: wrong }));
+        }
+    }
+    candidates.into_iter().find(|c| !tool.accepts(c))
+}
+
+/// Runs the conformance check; returns whether the component passed.
+pub async fn check(builder: ToolboxBuilder, file: &Path) -> Result<bool> {
+    println!("checking {}", file.display());
+    let toolbox = match load_one(builder, file).await {
+        Ok(toolbox) => toolbox,
+        Err(error) => {
+            println!("  FAIL  load: {error}");
+            return Ok(false);
+        }
+    };
+    let tool = toolbox.tools().next().expect("one component loaded");
+    let d = tool.descriptor();
+    println!("  ok    loads as a component of the tool world (turngate:tool/tool@0.1.0)");
+    println!(
+        "  ok    describes itself as `{}`; its input schema is valid JSON Schema for an object",
+        d.name
+    );
+    println!(
+        "  ok    imports only what the sandbox grants: {}",
+        tool.imports().join(", ")
+    );
+    let mut passed = true;
+    let strict = d.input_schema.get("additionalProperties") == Some(&Value::Bool(false));
+    if !strict {
+        println!(
+            "  warn  the schema allows properties it does not list (set \"additionalProperties\": false)"
+        );
+    }
+    let Some(input) = forbidden_input(tool) else {
+        println!(
+            "  FAIL  the schema accepts every probe input; it should constrain the input object"
+        );
+        return Ok(false);
+    };
+    let outcome = toolbox
+        .probe(&d.name, &input.to_string())
+        .await
+        .expect("the tool is loaded");
+    match outcome.result {
+        Err(turngate::CallError::Run(RunError::Tool(ToolError::InvalidInput(message)))) => {
+            println!(
+                "  ok    answers {input}, which its schema forbids, with invalid-input ({message})"
+            );
+        }
+        other => {
+            passed = false;
+            let got = match other {
+                Ok(output) => format!("success: {output}"),
+                Err(e) => e.to_string(),
+            };
+            println!(
+                "  FAIL  answers {input}, which its schema forbids, with {got}; expected invalid-input"
+            );
+        }
+    }
+    println!("{}", if passed { "passed" } else { "failed" });
+    Ok(passed)
+}
