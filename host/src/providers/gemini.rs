@@ -605,8 +605,15 @@ impl ProviderFold for GeminiFold {
                 Slot::Part(v) => parts.push(v),
                 Slot::Streamed(s) => {
                     let mut part = std::mem::take(&mut self.streamed[s].part);
-                    let args: Value =
-                        serde_json::from_str(&assembled[s]).unwrap_or_else(|_| json!({}));
+                    let args: Value = match serde_json::from_str(&assembled[s]) {
+                        Ok(args) => args,
+                        Err(e) => {
+                            self.common.note(format!(
+                                "streamed call {s}: assembled args do not parse ({e}); the history carries {{}}"
+                            ));
+                            json!({})
+                        }
+                    };
                     if let Some(Value::Object(f)) = part.get_mut("functionCall") {
                         f.insert("args".into(), args);
                     }

@@ -204,10 +204,10 @@ pub struct Common {
 }
 
 impl Common {
-    /// Records a fault; only the first one counts.
+    /// Records a fault; only the first one counts. The detail is clipped, since it may quote the stream.
     pub fn fault(&mut self, status: TurnStatus, detail: impl Into<String>) {
         if self.fault.is_none() {
-            self.fault = Some((status, detail.into()));
+            self.fault = Some((status, clip_note(detail.into())));
         }
     }
 
@@ -231,9 +231,10 @@ impl Common {
         }
     }
 
-    /// Adds a remark to the final detail (for example a tool input replaced by `{}` in the history).
+    /// Adds a remark to the final detail (for example a tool input replaced by `{}` in the history). Each
+    /// remark is clipped here, once, so no caller can make the detail grow with the stream.
     pub fn note(&mut self, note: impl Into<String>) {
-        self.notes.push(note.into());
+        self.notes.push(clip_note(note.into()));
     }
 
     /// Builds the turn: a recorded fault overrides `verdict`; `stop_reason` is kept either way.
@@ -326,6 +327,20 @@ pub(crate) fn describe_error(error: &Value) -> String {
 }
 
 /// Shortens text for a detail message (at a char boundary).
+/// Longest fault detail or note kept, in bytes (each quoted value inside is already [`clip`]ped).
+const MAX_NOTE_BYTES: usize = 600;
+
+fn clip_note(note: String) -> String {
+    if note.len() <= MAX_NOTE_BYTES {
+        return note;
+    }
+    let mut end = MAX_NOTE_BYTES;
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &note[..end])
+}
+
 pub(crate) fn clip(s: &str) -> String {
     const MAX: usize = 300;
     if s.len() <= MAX {
