@@ -36,6 +36,7 @@ pub mod descriptor;
 pub mod gate;
 pub mod history;
 pub mod json;
+pub mod live;
 pub mod outcome;
 pub mod pipeline;
 pub mod policy;
@@ -50,8 +51,11 @@ pub mod turn;
 pub use descriptor::{Access, PathParam, ToolDescriptor};
 pub use gate::{ApprovedCall, GateError};
 pub use outcome::{CallError, CallOutcome, RunError, ToolError};
-pub use pipeline::{CallReport, CallStatus, TurnOptions, TurnReport, process_turn};
-pub use policy::Policy;
+pub use pipeline::{
+    ApprovalRequest, Approver, CallReport, CallStatus, Cancel, TurnHooks, TurnOptions, TurnReport,
+    process_turn, process_turn_with,
+};
+pub use policy::{Approval, Policy};
 pub use root::Root;
 pub use sandbox::{CacheSetting, Limits};
 pub use toolbox::{LoadedTool, ToolOrigin, Toolbox, ToolboxBuilder, ToolboxError};

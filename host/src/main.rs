@@ -15,6 +15,12 @@ use turngate::{
     CacheSetting, Limits, Policy, Root, Toolbox, ToolboxBuilder, TurnOptions, process_turn,
 };
 
+use turngate::live::agent::{Agent, AgentConfig, RegenerationPolicy};
+use turngate::live::client::{ClientOptions, LiveClient};
+use turngate::live::request::{ApiKey, Endpoint, api_key_var, default_base_url};
+use turngate::live::retry::RetryPolicy;
+use turngate::pipeline::Cancel;
+
 use crate::cli::stream::{StreamSource, read_turn};
 
 /// Exit status: a completed turn whose calls all succeeded (or that had none); a call that succeeded.
@@ -23,8 +29,14 @@ const EXIT_OK: u8 = 0;
 const EXIT_USAGE: u8 = 1;
 /// Exit status: a completed turn with at least one call error; a call that was refused or failed.
 const EXIT_CALL_ERROR: u8 = 2;
-/// Exit status: the turn did not complete; nothing ran and the history is empty.
+/// Exit status: the turn did not complete; nothing ran and the history is empty. For `agent`: a turn did
+/// not complete and regeneration did not help (or was not allowed, as for refusals).
 const EXIT_NOT_COMPLETED: u8 = 3;
+// `agent` only (see `AgentEnd::exit_code` and `ApiError::exit_code`): 4 the turn limit was reached;
+// 10 auth (401, 403); 11 invalid request (400, 404, 413, other 4xx); 12 rate limit (429, retries or
+// the longest allowed wait exceeded); 13 overloaded (529, 503, `overloaded_error` event); 14 server
+// (other 5xx, other error events); 15 transport (connect, reset, timeout, body cut); 16 stream parse
+// (malformed turns beyond their regenerations); 130 cancelled (Ctrl-C).
 
 /// Run a model's tool calls safely: strict checks, then WASI components confined to one directory.
 #[derive(Parser)]
@@ -63,6 +75,15 @@ enum Command {
         /// The raw response body, a file holding it, or `-` (or nothing) for standard input.
         stream: Option<String>,
     },
+    /// Talk to a live provider: send PROMPT, gate each streamed turn, run approved calls, send the
+    /// results back, until the model ends without tool calls or --max-turns is reached.
+    ///
+    /// The key comes from ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY. Text streams to stderr;
+    /// the session summary (JSON) goes to stdout. Exit 0: the model finished; 3: a turn did not
+    /// complete (truncated beyond its regenerations, refused, filtered); 4: --max-turns reached; 10
+    /// auth; 11 invalid request; 12 rate limit; 13 overloaded; 14 server error; 15 transport; 16 stream
+    /// parse; 130 cancelled (Ctrl-C, between calls); 1: usage or configuration error.
+    Agent(AgentArgs),
     /// Commands for tool authors: list the tools, inspect a component, check its conformance.
     Tools {
         #[command(subcommand)]
@@ -116,6 +137,67 @@ enum ToolsCommand {
         #[command(flatten)]
         sandbox: SandboxArgs,
     },
+}
+
+/// `turngate agent`'s flags.
+#[derive(Args)]
+struct AgentArgs {
+    /// The provider protocol.
+    #[arg(long, value_parser = parse_provider)]
+    provider: Provider,
+    /// The model name.
+    #[arg(long)]
+    model: String,
+    /// The directory calls are confined to.
+    #[arg(long)]
+    root: PathBuf,
+    /// A policy file (TOML); without one, every tool may act anywhere inside the root.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Append the log (JSON Lines: each attempt, each turn and call record) to this file.
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// Most model turns.
+    #[arg(long, default_value_t = AgentConfig::default().max_turns)]
+    max_turns: u32,
+    /// The API base URL (any compatible endpoint; default: the provider's public API).
+    #[arg(long)]
+    base_url: Option<String>,
+    /// The first request's output limit, in tokens.
+    #[arg(long, default_value_t = RegenerationPolicy::default().max_output_tokens)]
+    max_output_tokens: u32,
+    /// The largest output limit a regeneration of a truncated turn may ask for.
+    #[arg(long, default_value_t = RegenerationPolicy::default().output_tokens_cap)]
+    max_output_tokens_cap: u32,
+    /// Regenerations of a truncated turn (each doubles the output limit).
+    #[arg(long, default_value_t = RegenerationPolicy::default().max_truncated)]
+    max_regenerations: u32,
+    /// Regenerations of a malformed turn.
+    #[arg(long, default_value_t = RegenerationPolicy::default().max_malformed)]
+    max_malformed: u32,
+    /// Regenerate refused or filtered turns too, at most N times (`--retry-refusals=N`; 1 without a
+    /// value).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = 0, default_missing_value = "1")]
+    retry_refusals: u32,
+    /// Retries of a failed API request (rate limit, overloaded, server, transport).
+    #[arg(long, default_value_t = RetryPolicy::default().max_retries)]
+    max_retries: u32,
+    /// First backoff delay, in milliseconds (doubled per retry, less up to 25% jitter).
+    #[arg(long, default_value_t = RetryPolicy::default().base_delay.as_millis() as u64)]
+    retry_base_ms: u64,
+    /// Largest backoff delay, in milliseconds.
+    #[arg(long, default_value_t = RetryPolicy::default().max_delay.as_millis() as u64)]
+    retry_max_ms: u64,
+    /// Longest delay a server may ask for (retry-after), in milliseconds; a longer one ends the session.
+    #[arg(long, default_value_t = RetryPolicy::default().max_wait.as_millis() as u64)]
+    max_retry_wait_ms: u64,
+    /// Longest silence while reading a response, in milliseconds.
+    #[arg(long, default_value_t = ClientOptions::default().read_timeout.as_millis() as u64)]
+    read_timeout_ms: u64,
+    #[command(flatten)]
+    toolbox: ToolboxArgs,
+    /// The user's prompt.
+    prompt: String,
 }
 
 /// Flags that shape the toolbox: extra tools plus the sandbox settings.
@@ -272,6 +354,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 EXIT_CALL_ERROR
             }))
         }
+        Command::Agent(args) => agent(args).await,
         Command::Tools { command } => match command {
             ToolsCommand::List { toolbox } => {
                 cli::tools::list(&toolbox.build().await?);
@@ -300,4 +383,96 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }))
         }
     }
+}
+
+async fn agent(args: AgentArgs) -> Result<ExitCode> {
+    let policy = load_policy(args.policy.as_ref())?;
+    let root =
+        Root::open(&args.root).with_context(|| format!("opening root {}", args.root.display()))?;
+    let key = ApiKey::from_env(args.provider).with_context(|| {
+        format!(
+            "no API key: set {} for {}",
+            api_key_var(args.provider),
+            args.provider
+        )
+    })?;
+    // The log is the user's file, outside the root's scope.
+    #[allow(clippy::disallowed_methods)]
+    let log = match &args.log {
+        Some(path) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("opening log {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let toolbox = args.toolbox.build().await?;
+    let base_url = args
+        .base_url
+        .clone()
+        .unwrap_or_else(|| default_base_url(args.provider).to_owned());
+    let endpoint = Endpoint::new(args.provider, base_url, args.model.clone(), key);
+    let options = ClientOptions {
+        read_timeout: Duration::from_millis(args.read_timeout_ms),
+        ..ClientOptions::default()
+    };
+    let client = LiveClient::new(endpoint, options)?;
+    let config = AgentConfig {
+        max_turns: args.max_turns,
+        regeneration: RegenerationPolicy {
+            max_truncated: args.max_regenerations,
+            max_malformed: args.max_malformed,
+            max_refused: args.retry_refusals,
+            max_output_tokens: args.max_output_tokens,
+            output_tokens_cap: args.max_output_tokens_cap.max(args.max_output_tokens),
+        },
+        retry: RetryPolicy {
+            max_retries: args.max_retries,
+            base_delay: Duration::from_millis(args.retry_base_ms),
+            max_delay: Duration::from_millis(args.retry_max_ms),
+            max_wait: Duration::from_millis(args.max_retry_wait_ms),
+            ..RetryPolicy::default()
+        },
+        audit: log.is_some(),
+    };
+    let cancel = Cancel::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nturngate: stopping (the running call finishes; nothing after it runs)");
+            on_signal.cancel();
+        }
+    });
+    let approver = cli::agent::TerminalApprover;
+    let session = Agent {
+        client: &client,
+        toolbox: &toolbox,
+        root: &root,
+        policy: &policy,
+        config,
+        approver: Some(&approver),
+        cancel,
+    };
+    let mut observer = cli::agent::CliObserver {
+        log,
+        log_error: None,
+    };
+    let outcome = session.run(&args.prompt, &mut observer).await;
+    eprintln!();
+    if outcome.end.exit_code() != EXIT_OK {
+        eprintln!(
+            "turngate: {} ({})",
+            outcome.end.message(),
+            outcome.end.kind()
+        );
+    }
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer(&mut stdout, &outcome.to_json())?;
+    writeln!(stdout)?;
+    if let (Some(error), Some(path)) = (observer.log_error, &args.log) {
+        return Err(error).with_context(|| format!("writing log {}", path.display()));
+    }
+    Ok(ExitCode::from(outcome.end.exit_code()))
 }

@@ -4,7 +4,16 @@
 //! every call is `not_run` and the history is empty. For a completed turn each call, in order, goes
 //! through the per-call gate ([`check_call`]) and, if approved, the sandbox; a refused or failed call gets
 //! an error result naming the step and the reason, and the other calls still run.
+//!
+//! [`process_turn_with`] adds [`TurnHooks`]: an [`Approver`] consulted before each gate-approved call
+//! of a tool the policy marks `approval = "ask"` (no approver: denied), and a [`Cancel`] signal checked
+//! between calls (a call that has started finishes; the calls after it get a `cancelled` error result,
+//! so every call ID is still answered exactly once).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -27,6 +36,98 @@ use crate::turn::{Provider, RawCall, Turn, TurnStatus};
 pub struct TurnOptions {
     /// Produce audit records (this hashes every approved path before and after its call).
     pub audit: bool,
+}
+
+/// One call waiting for the user's approval: the gate has approved it, and its tool is marked
+/// `approval = "ask"` in the policy.
+#[derive(Debug, Clone)]
+pub struct ApprovalRequest<'a> {
+    /// The provider's call ID.
+    pub id: Option<&'a str>,
+    /// The tool.
+    pub tool: &'a str,
+    /// The input exactly as the model sent it (already parsed strictly and schema-checked).
+    pub input: &'a str,
+    /// The paths the call would touch (relative to the root, normalized) and whether it writes them.
+    pub paths: Vec<(String, Access)>,
+}
+
+/// The future an [`Approver`] returns: `true` lets the call run.
+pub type ApprovalFuture<'a> = Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
+
+/// Asks the user before a call of a tool marked `approval = "ask"`. Answering `false` denies the call
+/// (its result tells the model so); the other calls of the turn are unaffected.
+pub trait Approver: Send + Sync {
+    /// Decides one call.
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a>;
+}
+
+/// Approves everything, for embedders whose users approved in advance (and for tests).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApproveAll;
+
+impl Approver for ApproveAll {
+    fn approve<'a>(&'a self, _: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        Box::pin(async { true })
+    }
+}
+
+/// A cancellation signal shared by clones: set once (say on Ctrl-C), checked between calls and
+/// between requests. Setting it never interrupts a call that is running.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<CancelInner>);
+
+#[derive(Debug, Default)]
+struct CancelInner {
+    flag: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl Cancel {
+    /// A signal that is not set.
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    /// Sets the signal and wakes every waiter.
+    pub fn cancel(&self) {
+        self.0.flag.store(true, Ordering::SeqCst);
+        self.0.notify.notify_waiters();
+    }
+
+    /// Whether the signal is set.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.flag.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the signal is set.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.0.notify.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// What [`process_turn_with`] consults besides the gate.
+#[derive(Clone, Copy, Default)]
+pub struct TurnHooks<'a> {
+    /// Asked before each call of a tool marked `approval = "ask"`; `None` denies such calls.
+    pub approver: Option<&'a dyn Approver>,
+    /// Checked before each call; once set, the remaining calls are answered `cancelled` and not run.
+    pub cancel: Option<&'a Cancel>,
+}
+
+impl std::fmt::Debug for TurnHooks<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnHooks")
+            .field("approver", &self.approver.is_some())
+            .field("cancel", &self.cancel)
+            .finish()
+    }
 }
 
 /// A call's verdict.
@@ -106,13 +207,26 @@ impl TurnReport {
     }
 }
 
-/// Runs the turn gate on a decoded turn.
+/// Runs the turn gate on a decoded turn (no approver: calls of tools marked `approval = "ask"` are
+/// denied; no cancellation).
 pub async fn process_turn(
     toolbox: &Toolbox,
     root: &Root,
     policy: &Policy,
     turn: Turn,
     options: TurnOptions,
+) -> TurnReport {
+    process_turn_with(toolbox, root, policy, turn, options, TurnHooks::default()).await
+}
+
+/// Runs the turn gate on a decoded turn, consulting `hooks` before each call.
+pub async fn process_turn_with(
+    toolbox: &Toolbox,
+    root: &Root,
+    policy: &Policy,
+    turn: Turn,
+    options: TurnOptions,
+    hooks: TurnHooks<'_>,
 ) -> TurnReport {
     let mut calls = Vec::with_capacity(turn.calls.len());
     let mut call_records = Vec::new();
@@ -135,8 +249,19 @@ pub async fn process_turn(
         }
     } else {
         for (position, call) in turn.calls.iter().enumerate() {
-            let (report, duration, paths) =
-                run_call(toolbox, root, policy, turn.provider, call, options).await;
+            let (report, duration, paths) = if hooks.cancel.is_some_and(Cancel::is_cancelled) {
+                let report = CallReport {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    status: CallStatus::Error,
+                    reason: Some("cancelled by the user before this call: not run".into()),
+                    step: Some("cancelled"),
+                    output: None,
+                };
+                (report, None, Vec::new())
+            } else {
+                run_call(toolbox, root, policy, turn.provider, call, options, hooks).await
+            };
             results.push(ToolResult {
                 call: position,
                 content: report
@@ -186,6 +311,7 @@ async fn run_call(
     provider: Provider,
     call: &RawCall,
     options: TurnOptions,
+    hooks: TurnHooks<'_>,
 ) -> (CallReport, Option<Duration>, Vec<PathRecord>) {
     let error = |step: &'static str, reason: String| CallReport {
         id: call.id.clone(),
@@ -213,6 +339,35 @@ async fn run_call(
             return (error(refusal.step(), reason), None, Vec::new());
         }
     };
+    if policy.needs_approval(&call.name) {
+        let request = ApprovalRequest {
+            id: call.id.as_deref(),
+            tool: &call.name,
+            input: &call.raw_input,
+            paths: approved
+                .paths()
+                .iter()
+                .map(|p| (p.path.clone(), p.access))
+                .collect(),
+        };
+        let approved_by_user = match hooks.approver {
+            Some(approver) => approver.approve(&request).await,
+            None => false,
+        };
+        if !approved_by_user {
+            let reason = match hooks.approver {
+                Some(_) => format!(
+                    "the user did not give approval for this `{}` call: not run",
+                    call.name
+                ),
+                None => format!(
+                    "the policy asks for approval of `{}` and there is nobody to ask: not run",
+                    call.name
+                ),
+            };
+            return (error("approval", reason), None, Vec::new());
+        }
+    }
     let hashes_before: Vec<Option<String>> = if options.audit {
         approved
             .paths()

@@ -10,10 +10,16 @@
 //!
 //! [tools.read_file]
 //! paths = ["**"]
+//!
+//! [tools.delete_file]
+//! paths = ["drafts/**"]
+//! approval = "ask"                  # optional: ask the user before each call ("auto" is the default)
 //! ```
 //!
 //! Without a policy file every tool may act anywhere inside the root ([`Policy::allow_all`]). With one, a
 //! tool that is not listed is denied, and a listed tool may only touch paths that one of its globs matches.
+//! A tool with `approval = "ask"` runs only when the embedding program's approver says yes
+//! ([`Policy::needs_approval`]; see `pipeline::TurnHooks`); with no approver it is denied.
 
 use std::collections::BTreeMap;
 
@@ -24,7 +30,19 @@ use serde::Deserialize;
 #[derive(Debug, Clone)]
 pub struct Policy {
     tools: Option<BTreeMap<String, GlobSet>>,
+    ask: std::collections::BTreeSet<String>,
     allow_hard_links: bool,
+}
+
+/// Whether a tool's calls need the user's approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Approval {
+    /// The gate's checks are enough (the default).
+    #[default]
+    Auto,
+    /// Ask before every call; deny when nobody can be asked.
+    Ask,
 }
 
 /// What the policy says about one call.
@@ -50,6 +68,8 @@ struct PolicyFile {
 struct ToolRules {
     #[serde(default)]
     paths: Vec<String>,
+    #[serde(default)]
+    approval: Approval,
 }
 
 /// Why a policy file was refused.
@@ -82,6 +102,7 @@ impl Policy {
     pub fn allow_all() -> Policy {
         Policy {
             tools: None,
+            ask: Default::default(),
             allow_hard_links: false,
         }
     }
@@ -90,7 +111,11 @@ impl Policy {
     pub fn from_toml(text: &str) -> Result<Policy, PolicyError> {
         let file: PolicyFile = toml::from_str(text)?;
         let mut tools = BTreeMap::new();
+        let mut ask = std::collections::BTreeSet::new();
         for (tool, rules) in file.tools {
+            if rules.approval == Approval::Ask {
+                ask.insert(tool.clone());
+            }
             let mut set = GlobSetBuilder::new();
             for glob in &rules.paths {
                 let compiled = GlobBuilder::new(glob)
@@ -112,8 +137,14 @@ impl Policy {
         }
         Ok(Policy {
             tools: Some(tools),
+            ask,
             allow_hard_links: file.allow_hard_links,
         })
+    }
+
+    /// Whether every call of `tool` must be approved by the user first (`approval = "ask"`).
+    pub fn needs_approval(&self, tool: &str) -> bool {
+        self.ask.contains(tool)
     }
 
     /// Whether a regular file with more than one hard link may be touched.
@@ -186,6 +217,19 @@ mod tests {
         let policy = Policy::allow_all();
         assert_eq!(policy.check_path("anything", "x/y"), Verdict::Allow);
         assert!(!policy.allows_hard_links());
+    }
+
+    #[test]
+    fn approval_ask_is_per_tool_and_auto_by_default() {
+        let policy = Policy::from_toml(
+            "[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n[tools.read_file]\npaths = [\"**\"]\napproval = \"auto\"\n[tools.list_dir]\npaths = [\"**\"]",
+        )
+        .unwrap();
+        assert!(policy.needs_approval("write_file"));
+        assert!(!policy.needs_approval("read_file"));
+        assert!(!policy.needs_approval("list_dir"));
+        assert!(!Policy::allow_all().needs_approval("write_file"));
+        assert!(Policy::from_toml("[tools.write_file]\napproval = \"maybe\"").is_err());
     }
 
     #[test]
