@@ -176,6 +176,8 @@ def check_relative(path):
 def os_failure(path, err):
     """Maps an OSError on `path` to the matching tool error."""
     message = f"{path}: {err.strerror or err}"
+    if isinstance(err, IsADirectoryError):
+        return ToolFailure(ToolError_Failed(f"{path} is a directory, not a file"))
     if isinstance(err, FileNotFoundError):
         return ToolFailure(ToolError_NotFound(message))
     if isinstance(err, PermissionError):
