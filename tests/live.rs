@@ -482,6 +482,75 @@ fn a_connection_dropped_mid_stream_is_a_transport_error_and_runs_nothing() {
 }
 
 #[test]
+fn a_stream_that_ends_cleanly_before_its_terminator_is_a_transport_error() {
+    for provider in Provider::ALL {
+        // The HTTP body is well-framed but stops before the provider's ending: no stop reason at all.
+        let body = good_write(provider);
+        let short = match provider {
+            Provider::Gemini => body[..body.rfind("data:").unwrap()].to_owned(),
+            _ => body[..body.len() - 40].to_owned(),
+        };
+        let server = FakeProvider::scripted(
+            provider,
+            vec![
+                Reply::Sse(short.clone()),
+                Reply::Sse(short.clone()),
+                Reply::Sse(short),
+            ],
+        );
+        let ws = workspace();
+        let before = hash_tree(&ws.root_path());
+        let s = agent(&server, &ws, &["--max-retries", "2"]);
+        assert_end(&s, "transport", 15, provider.as_str());
+        assert_eq!(server.count(), 3, "{provider}");
+        assert_eq!(hash_tree(&ws.root_path()), before, "{provider}");
+    }
+}
+
+#[test]
+fn an_abnormal_ending_such_as_pause_turn_is_neither_retried_nor_regenerated() {
+    let provider = Provider::Anthropic;
+    let paused = good_write(provider).replace(
+        r#""stop_reason":"tool_use""#,
+        r#""stop_reason":"pause_turn""#,
+    );
+    assert!(paused.contains("pause_turn"));
+    let server = FakeProvider::scripted(
+        provider,
+        vec![Reply::Sse(paused), Reply::Sse(good_write(provider))],
+    );
+    let ws = workspace();
+    let s = agent(&server, &ws, &[]);
+    assert_end(&s, "not_completed", 3, "pause_turn");
+    assert_eq!(server.count(), 1);
+    assert_eq!(ws.read("notes.txt"), ORIGINAL);
+}
+
+#[test]
+fn a_stalled_stream_times_out_as_a_transport_error() {
+    let provider = Provider::Anthropic;
+    let body = good_write(provider);
+    let server = FakeProvider::scripted(
+        provider,
+        vec![
+            Reply::SseStall {
+                stall_at: body.len() - 12,
+                body: body.clone(),
+            },
+            Reply::Sse(body),
+            Reply::Sse(sse::done(provider)),
+        ],
+    );
+    let ws = workspace();
+    let s = agent(&server, &ws, &["--read-timeout-ms", "300"]);
+    assert_end(&s, "finished", 0, "stall then success");
+    assert_eq!(server.count(), 3);
+    assert_eq!(s.attempts()[0]["error_kind"], "transport");
+    assert_eq!(ws.read("notes.txt"), "Final notes\n");
+    assert!(s.elapsed < Duration::from_secs(30));
+}
+
+#[test]
 fn a_refused_connection_is_a_transport_error() {
     // A port that was free a moment ago.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -1031,4 +1100,31 @@ fn a_call_needing_approval_is_denied_without_an_approver() {
     assert_eq!(outcome.turns[0].calls[0].step, Some("approval"));
     assert_eq!(ws.read("notes.txt"), ORIGINAL);
     assert_eq!(server.count(), 2);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Load
+
+#[test]
+fn concurrent_sessions_answer_every_call_once_and_bad_turns_write_nothing() {
+    // A CI-sized run of the load scenario (`cargo bench --bench load` runs 200 sessions).
+    let sessions = 40;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let report = runtime.block_on(fake_provider::load::run(sessions, bundled()));
+    assert!(report.failures.is_empty(), "{:#?}", report.failures);
+    // Three turns each, plus one extra request per fault (two faults per faulty session).
+    assert_eq!(
+        report.requests,
+        sessions * 3 + report.faulty * 2,
+        "{report:?}"
+    );
+    assert!(
+        report.peak_rss_kib < 1024 * 1024,
+        "peak RSS {} KiB",
+        report.peak_rss_kib
+    );
 }

@@ -9,6 +9,7 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod load;
 pub mod sse;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -40,6 +41,9 @@ pub enum Reply {
     /// 200, the first `cut_at` bytes of this SSE body, then the connection is closed without ending
     /// the chunked body: the client sees the body cut mid-stream.
     SseCut { body: String, cut_at: usize },
+    /// 200, the first `stall_at` bytes of this SSE body, then silence for a minute with the connection
+    /// open: the client's read timeout must end it.
+    SseStall { body: String, stall_at: usize },
     /// An HTTP error status with headers and a body.
     Status {
         status: u16,
@@ -280,6 +284,10 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<()
         Reply::SseCut { body, cut_at } => {
             write_sse(socket, &body.as_bytes()[..cut_at.min(body.len())]).await?;
             // No final chunk: the connection closes in the middle of the body.
+        }
+        Reply::SseStall { body, stall_at } => {
+            write_sse(socket, &body.as_bytes()[..stall_at.min(body.len())]).await?;
+            tokio::time::sleep(Duration::from_secs(60)).await;
         }
     }
     socket.flush().await?;

@@ -412,8 +412,9 @@ impl Agent<'_> {
                             }
                         }
                         TurnStatus::Errored => Failure::Api(ApiError::from_stream_error(&detail)),
-                        // No stop reason at all: the body ended before the provider's terminator.
-                        TurnStatus::Incomplete if stop_reason.is_none() => {
+                        // No stop reason, or a normal one: the body ended before the provider's
+                        // terminator (an abnormal reason such as `pause_turn` is not retried).
+                        TurnStatus::Incomplete if ended_early(stop_reason.as_deref()) => {
                             Failure::Api(ApiError::Transport {
                                 message: format!("the stream ended early: {detail}"),
                             })
@@ -477,5 +478,23 @@ impl Agent<'_> {
                 }
             }
         }
+    }
+}
+
+/// Whether an `Incomplete` turn with this stop reason is a body that ended before the provider's
+/// terminator (no stop reason, or a normal one), rather than an ending that does not allow execution.
+fn ended_early(stop_reason: Option<&str>) -> bool {
+    match stop_reason {
+        None => true,
+        Some(reason) => matches!(
+            reason,
+            "tool_use"
+                | "end_turn"
+                | "stop_sequence"
+                | "tool_calls"
+                | "stop"
+                | "completed"
+                | "STOP"
+        ),
     }
 }
