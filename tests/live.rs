@@ -1128,3 +1128,60 @@ fn concurrent_sessions_answer_every_call_once_and_bad_turns_write_nothing() {
         report.peak_rss_kib
     );
 }
+
+#[test]
+fn ctrl_c_stops_the_cli_cleanly_with_nothing_run() {
+    let provider = Provider::OpenAiChat;
+    let body = good_write(provider);
+    let server = FakeProvider::scripted(
+        provider,
+        vec![Reply::SseStall {
+            stall_at: body.len() - 12,
+            body,
+        }],
+    );
+    let ws = workspace();
+    let before = hash_tree(&ws.root_path());
+    let child = Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .env(
+            "TURNGATE_CACHE_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache"),
+        )
+        .env(key_var(provider), KEY)
+        .args([
+            "agent",
+            "--provider",
+            provider.as_str(),
+            "--model",
+            "m",
+            "--root",
+        ])
+        .arg(ws.root_path())
+        .args(["--base-url", &server.base_url(), "hi"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.count() == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["end"]["kind"], "cancelled");
+    assert_eq!(server.count(), 1);
+    assert_eq!(hash_tree(&ws.root_path()), before);
+}
