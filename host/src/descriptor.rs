@@ -107,3 +107,47 @@ pub enum DescriptorError {
     #[error("path parameter `{0}` is not a JSON Pointer to a field (such as /path)")]
     PathPointer(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(schema: &str) -> Result<(), DescriptorError> {
+        ToolDescriptor::from_guest("t".into(), "d".into(), schema, Vec::new()).map(|_| ())
+    }
+
+    #[test]
+    fn file_references_are_not_fetched() {
+        // A referenced schema that exists and is valid: only a validator that never reads files refuses it.
+        let mut referenced = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut referenced, br#"{"type":"string"}"#).unwrap();
+        let url = format!("file://{}", referenced.path().display());
+        let schema = format!(r#"{{"type":"object","properties":{{"a":{{"$ref":"{url}"}}}}}}"#);
+        assert!(
+            matches!(check(&schema), Err(DescriptorError::SchemaInvalid(_))),
+            "{url}"
+        );
+        let remote =
+            r#"{"type":"object","properties":{"a":{"$ref":"http://127.0.0.1:9/schema.json"}}}"#;
+        assert!(matches!(
+            check(remote),
+            Err(DescriptorError::SchemaInvalid(_))
+        ));
+    }
+
+    #[test]
+    fn a_schema_must_describe_an_object_and_names_must_fit_providers() {
+        assert!(matches!(
+            check(r#"{"type":"string"}"#),
+            Err(DescriptorError::SchemaNotObject)
+        ));
+        assert!(check(r#"{"type":"object","additionalProperties":false}"#).is_ok());
+        let bad_name = ToolDescriptor::from_guest(
+            "no spaces".into(),
+            String::new(),
+            r#"{"type":"object"}"#,
+            vec![],
+        );
+        assert!(matches!(bad_name, Err(DescriptorError::Name(_))));
+    }
+}
