@@ -28,8 +28,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use crate::providers::{
-    Common, ProviderFold, TextDelta, clip, describe_error, describe_undispatched, parse_object,
-    str_field,
+    Common, ProviderFold, TextDelta, clip, describe_error, describe_undispatched, str_field,
+    typed_event,
 };
 use crate::sse::Undispatched;
 use crate::turn::{Provider, RawCall, Turn, TurnStatus};
@@ -357,26 +357,9 @@ impl ProviderFold for AnthropicFold {
             ));
             return;
         }
-        let what = clip(event.as_deref().unwrap_or("event"));
-        let Some(obj) = parse_object(&mut self.common, &what, &data) else {
+        let Some((kind, obj)) = typed_event(&mut self.common, event.as_deref(), &data) else {
             return;
         };
-        let Some(kind) = str_field(&obj, "type") else {
-            self.common
-                .malformed(format!("{what}: data has no string type"));
-            return;
-        };
-        if let Some(name) = &event
-            && name != kind
-        {
-            self.common.malformed(format!(
-                "event name {} differs from data.type {}",
-                clip(name),
-                clip(kind)
-            ));
-            return;
-        }
-        let kind = kind.to_owned();
         self.on_object(&kind, &obj, out);
     }
 

@@ -354,6 +354,33 @@ pub(crate) fn clip(s: &str) -> String {
 }
 
 /// A string field of a JSON object.
+/// Parses the data of a protocol whose events are named after `data.type` (Anthropic, OpenAI Responses):
+/// the data must be an object with a string `type`, equal to the `event:` name when there is one. Returns
+/// the type and the object, or records why the event is malformed.
+pub(crate) fn typed_event(
+    common: &mut Common,
+    event: Option<&str>,
+    data: &str,
+) -> Option<(String, Map<String, Value>)> {
+    let what = clip(event.unwrap_or("event"));
+    let obj = parse_object(common, &what, data)?;
+    let Some(kind) = str_field(&obj, "type") else {
+        common.malformed(format!("{what}: data has no string type"));
+        return None;
+    };
+    if let Some(name) = event
+        && name != kind
+    {
+        common.malformed(format!(
+            "event name {} differs from data.type {}",
+            clip(name),
+            clip(kind)
+        ));
+        return None;
+    }
+    Some((kind.to_owned(), obj))
+}
+
 pub(crate) fn str_field<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     map.get(key).and_then(Value::as_str)
 }

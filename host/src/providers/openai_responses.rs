@@ -28,8 +28,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::providers::{
-    Common, ProviderFold, TextDelta, clip, describe_error, describe_undispatched, parse_object,
-    str_field,
+    Common, ProviderFold, TextDelta, clip, describe_error, describe_undispatched, str_field,
+    typed_event,
 };
 use crate::sse::Undispatched;
 use crate::turn::{Provider, RawCall, Turn, TurnStatus};
@@ -515,25 +515,9 @@ impl ProviderFold for ResponsesFold {
             ));
             return;
         }
-        let what = clip(event.as_deref().unwrap_or("event"));
-        let Some(obj) = parse_object(&mut self.common, &what, &data) else {
+        let Some((kind, obj)) = typed_event(&mut self.common, event.as_deref(), &data) else {
             return;
         };
-        let Some(kind) = str_field(&obj, "type") else {
-            self.common
-                .malformed(format!("{what}: data has no string type"));
-            return;
-        };
-        if let Some(name) = &event
-            && name != kind
-        {
-            self.common.malformed(format!(
-                "event name {} differs from data.type {}",
-                clip(name),
-                clip(kind)
-            ));
-            return;
-        }
         match obj.get("sequence_number") {
             None | Some(Value::Null) => {}
             Some(n) => match n.as_u64() {
@@ -550,7 +534,6 @@ impl ProviderFold for ResponsesFold {
                 )),
             },
         }
-        let kind = kind.to_owned();
         self.on_object(&kind, &obj, out);
     }
 
