@@ -376,15 +376,13 @@ impl Agent<'_> {
                         hooks,
                     )
                     .await;
-                    if status == TurnStatus::Completed {
-                        observer.record(&record(status.as_str(), None, "accept", detail, None));
-                        for r in &report.audit {
-                            observer.record(&LogRecord::Gate(r.clone()));
-                        }
-                        return Ok((report, attempt));
-                    }
+                    // The gate's records first, then the attempt's (which says what comes next).
                     for r in &report.audit {
                         observer.record(&LogRecord::Gate(r.clone()));
+                    }
+                    if status == TurnStatus::Completed {
+                        observer.record(&record(status.as_str(), None, "accept", detail, None));
+                        return Ok((report, attempt));
                     }
                     match status {
                         TurnStatus::Truncated => {
