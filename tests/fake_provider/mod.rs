@@ -1,5 +1,5 @@
 //! A fake model provider served over real HTTP/1.1 on loopback, for the live-provider tests and the
-//! load bench. It speaks each provider's SSE protocol ([`sse`]), answers from a script (or a handler),
+//! load bench. It speaks each provider's SSE protocol ([`sse`]), answers from a script (a 400 past its end) or a handler,
 //! counts and records every request, and checks every request the way the real APIs do: the key header
 //! must be there (else 401), streaming must be asked for, and every tool call in the conversation must
 //! have exactly one result in the provider's shape (else 400 `invalid_request_error`).
@@ -104,7 +104,7 @@ pub struct FakeProvider {
 }
 
 impl FakeProvider {
-    /// A server answering the `n`-th valid request with the `n`-th reply of `script` (a 500 once the
+    /// A server answering the `n`-th valid request with the `n`-th reply of `script` (a 400 once the
     /// script is exhausted).
     pub fn scripted(provider: Provider, script: Vec<Reply>) -> FakeProvider {
         Self::start(State {
@@ -199,11 +199,13 @@ async fn serve(state: Arc<State>, mut socket: TcpStream) -> std::io::Result<()> 
             Some(reply) => reply,
             None => match &state.handler {
                 Some(handler) => handler(&request, index),
+                // Past the script: a 400, never retried, so a client that asks too often fails
+                // fast instead of looping.
                 None => state.script.lock().unwrap().pop_front().unwrap_or_else(|| {
                     Reply::error(
                         state.provider,
-                        500,
-                        "api_error",
+                        400,
+                        "invalid_request_error",
                         "the fake's script is exhausted",
                     )
                 }),
