@@ -2,17 +2,15 @@
 //! precompiled cache, and the warm per-call time; prints a Markdown table. `cargo bench --bench languages`
 //! (builds the examples with `guest-tools/examples/build.sh` first).
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::median;
 
 use serde_json::json;
 use turngate::{CacheSetting, Policy, Root, Toolbox};
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
 
 fn load(file: &Path, cache: CacheSetting) -> (Toolbox, Duration) {
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -10,35 +10,18 @@
 //!
 //! Medians over many samples; the ratio column is sandbox / baseline.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::{measure, median};
 
 use turngate::{CacheSetting, Policy, Root, Toolbox};
 
 const WARM_SAMPLES: usize = 2000;
 const PROCESS_SAMPLES: usize = 40;
 const COLD_SAMPLES: usize = 8;
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn measure(samples: usize, mut f: impl FnMut()) -> Duration {
-    for _ in 0..samples.min(50) {
-        f();
-    }
-    median(
-        (0..samples)
-            .map(|_| {
-                let start = Instant::now();
-                f();
-                start.elapsed()
-            })
-            .collect(),
-    )
-}
 
 fn first_call(bin: &Path, root: &Path, cache: &[&str]) -> Duration {
     let start = Instant::now();

@@ -7,9 +7,12 @@
 //! in the sandbox. Latency: the last byte of the seed's one-call turn to its checked result, next to the
 //! same call through `Toolbox::call` in-process and through a `turngate call` process (warm cache).
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::{measure, median};
 
 use serde_json::{Value, json};
 use turngate::gate::check_call;
@@ -18,24 +21,6 @@ use turngate::{CacheSetting, Policy, Provider, Root, Toolbox, TurnOptions, proce
 
 const TEXT_DELTAS: usize = 1000;
 const CALLS: usize = 100;
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn measure(samples: usize, mut f: impl FnMut()) -> Duration {
-    f();
-    median(
-        (0..samples)
-            .map(|_| {
-                let start = Instant::now();
-                f();
-                start.elapsed()
-            })
-            .collect(),
-    )
-}
 
 fn event(name: Option<&str>, data: &Value, out: &mut String) {
     if let Some(name) = name {

@@ -1,0 +1,27 @@
+//! Timing helpers shared by the bench binaries: medians over many samples, after a warm-up.
+
+#![allow(dead_code)] // each bench uses its own subset
+
+use std::time::{Duration, Instant};
+
+/// The median of `samples`.
+pub fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// Runs `f` a few times to warm up, then `samples` times, and returns the median duration.
+pub fn measure(samples: usize, mut f: impl FnMut()) -> Duration {
+    for _ in 0..samples.clamp(1, 50) {
+        f();
+    }
+    median(
+        (0..samples)
+            .map(|_| {
+                let start = Instant::now();
+                f();
+                start.elapsed()
+            })
+            .collect(),
+    )
+}
