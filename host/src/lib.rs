@@ -6,6 +6,14 @@
 //!
 //! The main types, in the order data flows through them:
 //!
+//! * [`providers::TurnDecoder`]: a provider's streamed response body (Anthropic, OpenAI Chat, OpenAI
+//!   Responses, Gemini) in, a [`Turn`] out: the assistant content as sent, the raw calls, and how the
+//!   turn ended.
+//! * [`process_turn`]: the turn gate. Nothing runs unless the turn completed; then each call goes through
+//!   the gate and the sandbox, and the [`TurnReport`] holds one result per call ID in the provider's
+//!   protocol, plus audit records.
+//! * [`live`]: the same pipeline around live HTTP requests, with retries, bounded regeneration and the
+//!   agent loop.
 //! * [`Toolbox`], built with [`ToolboxBuilder`]: the bundled tools plus any loaded components, each
 //!   described, schema-checked and compiled once (precompiled code is cached on disk).
 //! * [`Root`]: the directory calls are confined to, held as a capability handle.
