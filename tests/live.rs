@@ -17,7 +17,7 @@ use turngate::live::retry::RetryPolicy;
 use turngate::pipeline::{ApprovalFuture, ApprovalRequest, Approver, Cancel};
 use turngate::{Policy, Provider};
 
-use common::{Workspace, bundled, hash_tree};
+use common::{Workspace, bundled, hash_tree, results_in};
 use fake_provider::sse::{self, End, write};
 use fake_provider::{FakeProvider, Reply};
 
@@ -752,53 +752,17 @@ fn a_malformed_turn_is_regenerated_twice_then_is_a_stream_parse_error() {
 // ---------------------------------------------------------------------------------------------------
 // Conversation
 
-fn results_in(provider: Provider, body: &Value) -> Vec<(String, String)> {
-    // (call id, result content) of every result in a request, in the provider's shape.
-    let mut out = Vec::new();
-    match provider {
-        Provider::Anthropic => {
-            for m in body["messages"].as_array().unwrap() {
-                for b in m["content"].as_array().into_iter().flatten() {
-                    if b["type"] == "tool_result" {
-                        out.push((
-                            b["tool_use_id"].as_str().unwrap().into(),
-                            b["content"].as_str().unwrap().into(),
-                        ));
-                    }
-                }
-            }
-        }
-        Provider::OpenAiChat => {
-            for m in body["messages"].as_array().unwrap() {
-                if m["role"] == "tool" {
-                    out.push((
-                        m["tool_call_id"].as_str().unwrap().into(),
-                        m["content"].as_str().unwrap().into(),
-                    ));
-                }
-            }
-        }
-        Provider::OpenAiResponses => {
-            for i in body["input"].as_array().unwrap() {
-                if i["type"] == "function_call_output" {
-                    out.push((
-                        i["call_id"].as_str().unwrap().into(),
-                        i["output"].as_str().unwrap().into(),
-                    ));
-                }
-            }
-        }
-        Provider::Gemini => {
-            for c in body["contents"].as_array().unwrap() {
-                for p in c["parts"].as_array().into_iter().flatten() {
-                    if let Some(r) = p.get("functionResponse") {
-                        out.push((r["id"].as_str().unwrap().into(), r["response"].to_string()));
-                    }
-                }
-            }
-        }
-    }
-    out
+/// (call ID, content) of every result a request carries, in the provider's shape.
+fn request_results(provider: Provider, body: &Value) -> Vec<(String, String)> {
+    let key = match provider {
+        Provider::Anthropic | Provider::OpenAiChat => "messages",
+        Provider::OpenAiResponses => "input",
+        Provider::Gemini => "contents",
+    };
+    results_in(provider, body[key].as_array().unwrap())
+        .into_iter()
+        .map(|(id, content)| (id.expect("every result names its call"), content))
+        .collect()
 }
 
 #[test]
@@ -834,7 +798,7 @@ fn a_multi_turn_conversation_answers_every_call_id_in_the_providers_shape() {
                 .exists()
         );
         let requests = server.requests();
-        let second = results_in(provider, &requests[1].body);
+        let second = request_results(provider, &requests[1].body);
         let ids: Vec<&str> = second.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, ["c1", "c2"], "{provider}");
         assert!(
@@ -842,7 +806,7 @@ fn a_multi_turn_conversation_answers_every_call_id_in_the_providers_shape() {
             "{provider}: the refusal is the result: {}",
             second[1].1
         );
-        let third = results_in(provider, &requests[2].body);
+        let third = request_results(provider, &requests[2].body);
         let ids: Vec<&str> = third.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, ["c1", "c2", "c3"], "{provider}");
         assert!(
@@ -953,7 +917,7 @@ fn the_cli_denies_a_call_that_needs_approval_when_there_is_no_terminal() {
     assert_end(&s, "finished", 0, "denied");
     assert_eq!(ws.read("notes.txt"), ORIGINAL);
     assert_eq!(s.calls()[0]["step"], "approval");
-    let results = results_in(provider, &server.requests()[1].body);
+    let results = request_results(provider, &server.requests()[1].body);
     assert_eq!(results[0].0, "u1");
     assert!(results[0].1.contains("approval"), "{}", results[0].1);
 }

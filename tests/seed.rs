@@ -3,11 +3,15 @@
 //! (same hash, no execution in the audit log); a complete, valid, authorized `write_file` for call `u1`
 //! writes once and returns a result for `u1` in the provider's protocol.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+use common::results_in;
 
 const PROVIDERS: [&str; 4] = ["anthropic", "openai-chat", "openai-responses", "gemini"];
 const ORIGINAL: &str = "Original notes\n";
@@ -163,22 +167,8 @@ fn a_complete_valid_write_runs_once_and_answers_u1_for_every_provider() {
         assert_eq!(path["path"], "notes.txt");
         assert_ne!(path["sha256_before"], path["sha256_after"]);
         let history = run.report["history"].as_array().unwrap();
-        let results: Vec<&Value> = match provider {
-            "anthropic" => history[1]["content"].as_array().unwrap().iter().collect(),
-            "openai-chat" => history.iter().filter(|m| m["role"] == "tool").collect(),
-            "openai-responses" => history
-                .iter()
-                .filter(|m| m["type"] == "function_call_output")
-                .collect(),
-            _ => history[1]["parts"].as_array().unwrap().iter().collect(),
-        };
+        let results = results_in(provider.parse().unwrap(), history);
         assert_eq!(results.len(), 1, "{provider}: exactly one result");
-        let answered = match provider {
-            "anthropic" => &results[0]["tool_use_id"],
-            "openai-chat" => &results[0]["tool_call_id"],
-            "openai-responses" => &results[0]["call_id"],
-            _ => &results[0]["functionResponse"]["id"],
-        };
-        assert_eq!(answered, "u1", "{provider}");
+        assert_eq!(results[0].0.as_deref(), Some("u1"), "{provider}");
     }
 }

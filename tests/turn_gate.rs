@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::streams::{all_fixtures, read_fixture};
-use common::{Workspace, bundled, hash_tree};
+use common::{Workspace, bundled, hash_tree, results_in};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use turngate::gate::check_call;
@@ -24,36 +24,6 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
         .build()
         .unwrap()
         .block_on(future)
-}
-
-/// Every result in a history, keyed by the call ID it answers (Gemini results without an ID by order).
-fn answered_ids(provider: Provider, history: &[Value]) -> Vec<Option<String>> {
-    let text = |v: &Value| v.as_str().map(str::to_owned);
-    match provider {
-        Provider::Anthropic => history
-            .iter()
-            .skip(1)
-            .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
-            .filter(|b| b["type"] == "tool_result")
-            .map(|b| text(&b["tool_use_id"]))
-            .collect(),
-        Provider::OpenAiChat => history
-            .iter()
-            .filter(|m| m["role"] == "tool")
-            .map(|m| text(&m["tool_call_id"]))
-            .collect(),
-        Provider::OpenAiResponses => history
-            .iter()
-            .filter(|m| m["type"] == "function_call_output")
-            .map(|m| text(&m["call_id"]))
-            .collect(),
-        Provider::Gemini => history
-            .iter()
-            .skip(1)
-            .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
-            .map(|p| text(&p["functionResponse"]["id"]))
-            .collect(),
-    }
 }
 
 #[test]
@@ -101,7 +71,10 @@ fn every_fixture_runs_nothing_unless_completed_and_answers_each_call_once() {
             .map(|c| c.id.clone())
             .collect();
         assert_eq!(
-            answered_ids(provider, &report.history),
+            results_in(provider, &report.history)
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect::<Vec<_>>(),
             expected,
             "{file}: one result per call ID, in order"
         );

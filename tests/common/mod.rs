@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use turngate::Provider;
 use turngate::{CacheSetting, CallOutcome, Limits, Policy, Root, Toolbox, ToolboxBuilder};
 
 /// The precompiled cache shared by the tests (inside cargo's per-target temporary directory).
@@ -152,4 +153,37 @@ pub fn hash_tree(dir: &Path) -> BTreeMap<PathBuf, String> {
         }
     }
     hashes
+}
+
+/// Every tool result in a list of messages (a history, or a request's messages / input / contents), in
+/// the provider's shape, as (call ID, content). Gemini results may lack an ID; their content is the
+/// `response` object as JSON text.
+pub fn results_in(provider: Provider, messages: &[Value]) -> Vec<(Option<String>, String)> {
+    let id = |v: &Value| v.as_str().map(str::to_owned);
+    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    let nested = |key: &'static str| {
+        messages
+            .iter()
+            .flat_map(move |m| m[key].as_array().cloned().unwrap_or_default())
+    };
+    match provider {
+        Provider::Anthropic => nested("content")
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| (id(&b["tool_use_id"]), text(&b["content"])))
+            .collect(),
+        Provider::OpenAiChat => messages
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| (id(&m["tool_call_id"]), text(&m["content"])))
+            .collect(),
+        Provider::OpenAiResponses => messages
+            .iter()
+            .filter(|m| m["type"] == "function_call_output")
+            .map(|m| (id(&m["call_id"]), text(&m["output"])))
+            .collect(),
+        Provider::Gemini => nested("parts")
+            .filter_map(|p| p.get("functionResponse").cloned())
+            .map(|r| (id(&r["id"]), r["response"].to_string()))
+            .collect(),
+    }
 }
