@@ -28,60 +28,53 @@ fn message(error: &ToolboxError) -> String {
     error.to_string()
 }
 
+/// Loads `bytes` as `file_name` from a tools directory; the refusal must name the file and say each of
+/// `reasons`.
+fn assert_refused(file_name: &str, bytes: &[u8], reasons: &[&str]) {
+    let dir = dir_with(file_name, bytes);
+    let e = build_err(Toolbox::builder().cache(test_cache()).tools_dir(dir.path()));
+    let message = message(&e);
+    assert!(message.contains(file_name), "{e}");
+    for reason in reasons {
+        assert!(message.contains(reason), "{e}");
+    }
+}
+
+fn test_guest(path: &str) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
 #[test]
 fn a_file_that_is_not_wasm_is_refused_by_name() {
-    let dir = dir_with("notes.wasm", b"hello, not wasm");
-    let e = build_err(Toolbox::builder().cache(test_cache()).tools_dir(dir.path()));
-    assert!(
-        message(&e).contains("notes.wasm") && message(&e).contains("not a WebAssembly file"),
-        "{e}"
+    assert_refused(
+        "notes.wasm",
+        b"hello, not wasm",
+        &["not a WebAssembly file"],
     );
 }
 
 #[test]
 fn a_core_module_is_refused_by_name() {
     // The smallest valid core module: magic and version 1.
-    let dir = dir_with("core.wasm", b"\0asm\x01\0\0\0");
-    let e = build_err(Toolbox::builder().cache(test_cache()).tools_dir(dir.path()));
-    assert!(
-        message(&e).contains("core.wasm") && message(&e).contains("not a component"),
-        "{e}"
-    );
+    assert_refused("core.wasm", b"\0asm\x01\0\0\0", &["not a component"]);
 }
 
 #[test]
 fn a_component_of_another_world_is_refused_by_name() {
-    let bytes = std::fs::read(env!("TURNGATE_TEST_GUEST_NOT_A_TOOL")).unwrap();
-    let dir = dir_with("command.wasm", &bytes);
-    let e = build_err(Toolbox::builder().cache(test_cache()).tools_dir(dir.path()));
-    assert!(
-        message(&e).contains("command.wasm") && message(&e).contains("not a turngate tool"),
-        "{e}"
-    );
+    let bytes = test_guest(env!("TURNGATE_TEST_GUEST_NOT_A_TOOL"));
+    assert_refused("command.wasm", &bytes, &["not a turngate tool"]);
 }
 
 #[test]
 fn an_invalid_schema_is_refused_by_name() {
-    let bytes = std::fs::read(env!("TURNGATE_TEST_GUEST_BAD_SCHEMA")).unwrap();
-    let dir = dir_with("bad.wasm", &bytes);
-    let e = build_err(Toolbox::builder().cache(test_cache()).tools_dir(dir.path()));
-    assert!(
-        message(&e).contains("bad.wasm") && message(&e).contains("not a valid JSON Schema"),
-        "{e}"
-    );
+    let bytes = test_guest(env!("TURNGATE_TEST_GUEST_BAD_SCHEMA"));
+    assert_refused("bad.wasm", &bytes, &["not a valid JSON Schema"]);
 }
 
 #[test]
 fn a_component_that_imports_sockets_is_refused_naming_the_imports() {
-    let bytes = std::fs::read(env!("TURNGATE_TEST_GUEST_HOSTILE_NET")).unwrap();
-    let dir = dir_with("net.wasm", &bytes);
-    let e = build_err(Toolbox::builder().cache(test_cache()).tools_dir(dir.path()));
-    let message = message(&e);
-    assert!(
-        message.contains("net.wasm") && message.contains("wasi:sockets/tcp"),
-        "{e}"
-    );
-    assert!(message.contains("does not grant"), "{e}");
+    let bytes = test_guest(env!("TURNGATE_TEST_GUEST_HOSTILE_NET"));
+    assert_refused("net.wasm", &bytes, &["wasi:sockets/tcp", "does not grant"]);
 }
 
 #[test]
