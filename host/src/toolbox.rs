@@ -5,6 +5,7 @@
 //! itself, checks the descriptor and rejects duplicates, naming the file and the reason for every refusal.
 //! [`Toolbox::call`] is the whole single-call pipeline: gate, then a fresh sandboxed instance.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -198,18 +199,23 @@ impl ToolboxBuilder {
     /// naming it and the reason.
     pub async fn build(self) -> Result<Toolbox, ToolboxError> {
         let sandbox = Sandbox::new(self.limits, &self.cache)?;
-        let mut sources: Vec<(ToolOrigin, Vec<u8>)> = Vec::new();
+        // Bundled bytes are borrowed from the binary; loaded ones are owned.
+        let mut sources: Vec<(ToolOrigin, Cow<'static, [u8]>)> = Vec::new();
         if !self.without_bundled {
             sources.extend(
                 BUNDLED_COMPONENTS
                     .iter()
-                    .map(|bytes| (ToolOrigin::Bundled, bytes.to_vec())),
+                    .map(|bytes| (ToolOrigin::Bundled, Cow::Borrowed(*bytes))),
             );
         }
         for dir in &self.dirs {
-            sources.extend(read_tools_dir(dir)?);
+            sources.extend(
+                read_tools_dir(dir)?
+                    .into_iter()
+                    .map(|(o, b)| (o, Cow::Owned(b))),
+            );
         }
-        sources.extend(self.components);
+        sources.extend(self.components.into_iter().map(|(o, b)| (o, Cow::Owned(b))));
 
         let mut tools: BTreeMap<String, LoadedTool> = BTreeMap::new();
         for (origin, bytes) in sources {
