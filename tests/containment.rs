@@ -343,7 +343,6 @@ fn the_guest_gets_no_environment_and_no_arguments() {
 fn a_conformance_probe_runs_without_any_filesystem() {
     // `Toolbox::probe` skips the gate, so it must not grant the root: the same read that works through
     // `call` (see `reading_inside_the_root_works`) finds no preopened directory here.
-    let ws = escape_workspace();
     let input = json!({"attack": "read", "arg": "inside.txt"}).to_string();
     let outcome = tokio::runtime::Builder::new_current_thread()
         .enable_all()
