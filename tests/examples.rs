@@ -79,7 +79,7 @@ fn python_text_stats_answers_its_call_through_turngate_run() {
     assert_eq!(code, Some(0), "{report}");
     assert_eq!(
         report["calls"],
-        json!([{"id": "t1", "name": "text_stats", "status": "ok", "reason": null}])
+        json!([{"id": "t1", "name": "text_stats", "status": "ok", "reason": null, "changes": []}])
     );
     let result = &report["history"][1]["content"][0];
     assert_eq!(result["tool_use_id"], "t1");
@@ -159,7 +159,7 @@ fn run_after_swap(ws: &Workspace, tool: &str, input: Value, dir: &str) -> turnga
         .enable_all()
         .build()
         .unwrap()
-        .block_on(toolbox().run(&ws.root, &approved))
+        .block_on(toolbox().run(&ws.root, &Policy::allow_all(), &approved))
 }
 
 #[test]

@@ -14,7 +14,7 @@ use turngate::live::agent::{Agent, AgentConfig, AgentObserver, LogRecord, Regene
 use turngate::live::client::{ClientOptions, LiveClient};
 use turngate::live::request::{ApiKey, Endpoint};
 use turngate::live::retry::RetryPolicy;
-use turngate::pipeline::{ApprovalFuture, ApprovalRequest, Approver, Cancel};
+use turngate::{ApprovalFuture, ApprovalRequest, Approver, Cancel};
 use turngate::{Policy, Provider};
 
 use common::{Workspace, bundled, hash_tree, results_in};

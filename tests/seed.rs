@@ -157,15 +157,18 @@ fn a_complete_valid_write_runs_once_and_answers_u1_for_every_provider() {
         );
         assert_eq!(
             run.report["calls"],
-            serde_json::json!([{"id": "u1", "name": "write_file", "status": "ok", "reason": null}])
+            serde_json::json!([{"id": "u1", "name": "write_file", "status": "ok", "reason": null,
+                "changes": [{"path": "notes.txt", "kind": "replace"}]}])
         );
         let calls = call_records(&run.audit);
         assert_eq!(calls.len(), 1, "{provider}: written once");
         assert_eq!(calls[0]["verdict"], "ok");
         assert!(calls[0]["duration_ms"].is_number());
-        let path = &calls[0]["paths"][0];
-        assert_eq!(path["path"], "notes.txt");
-        assert_ne!(path["sha256_before"], path["sha256_after"]);
+        assert_eq!(calls[0]["paths"][0]["path"], "notes.txt");
+        let change = &calls[0]["changes"][0];
+        assert_eq!(change["path"], "notes.txt");
+        assert_eq!(change["kind"], "replace");
+        assert_ne!(change["sha256_before"], change["sha256_after"]);
         let history = run.report["history"].as_array().unwrap();
         let results = results_in(provider.parse().unwrap(), history);
         assert_eq!(results.len(), 1, "{provider}: exactly one result");

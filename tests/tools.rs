@@ -92,12 +92,9 @@ fn write_file_creates_and_replaces() {
         json!({"path": "notes.txt", "content": "second"}),
     );
     assert_eq!(ws.read("notes.txt"), "second");
-    // No temporary file is left behind.
-    let entries: Vec<_> = std::fs::read_dir(ws.root_path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(entries, ["notes.txt"]);
+    // No temporary file is left behind, in the root or in turngate's staging area.
+    assert_eq!(ws.names(), ["notes.txt"]);
+    assert!(ws.no_staging_left());
 }
 
 #[test]

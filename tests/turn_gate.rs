@@ -231,7 +231,7 @@ fn a_symlink_swapped_in_after_the_gate_is_stopped_by_the_sandbox() {
     std::fs::remove_dir(ws.root_path().join("drafts")).unwrap();
     std::os::unix::fs::symlink("../outside", ws.root_path().join("drafts")).unwrap();
     let before = hash_tree(&ws.outside_path());
-    let outcome = block_on(bundled().run(&ws.root, &approved));
+    let outcome = block_on(bundled().run(&ws.root, &Policy::allow_all(), &approved));
     assert!(
         matches!(outcome.result, Err(CallError::Run(RunError::Tool(_)))),
         "{:?}",
@@ -278,7 +278,7 @@ proptest! {
         if let Ok(scoped) = check_path(&ws.root, &path, false) {
             prop_assert!(!absolute && !parts.contains(&"..") && !path.contains('\0'), "{path:?} accepted");
             let mut existing = root.clone();
-            for part in scoped.normalized.split('/').filter(|p| *p != ".") {
+            for part in scoped.location.components() {
                 let next = existing.join(part);
                 match std::fs::canonicalize(&next) {
                     Ok(real) => existing = real,
@@ -291,7 +291,7 @@ proptest! {
 }
 
 #[test]
-fn the_audit_log_hashes_paths_around_each_call() {
+fn the_audit_log_records_each_applied_change_with_its_hashes() {
     let ws = Workspace::new();
     ws.write("notes.txt", "before");
     let body = std::fs::read(
@@ -306,7 +306,10 @@ fn the_audit_log_hashes_paths_around_each_call() {
         &ws.root,
         &Policy::allow_all(),
         decoder.finish(),
-        TurnOptions { audit: true },
+        TurnOptions {
+            audit: true,
+            ..TurnOptions::default()
+        },
     ));
     let records: Vec<Value> = report
         .audit
@@ -321,8 +324,12 @@ fn the_audit_log_hashes_paths_around_each_call() {
     let sha = |s: &str| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(s.as_bytes()));
     assert_eq!(
         records[1]["paths"],
+        json!([{"path": "notes.txt", "location": "notes.txt", "access": "write"}])
+    );
+    assert_eq!(
+        records[1]["changes"],
         json!([{
-            "path": "notes.txt", "access": "write", "sha256_before": sha("before"), "sha256_after": sha("Final notes\n")
+            "path": "notes.txt", "kind": "replace", "sha256_before": sha("before"), "sha256_after": sha("Final notes\n")
         }])
     );
     assert_eq!(

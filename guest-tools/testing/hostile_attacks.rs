@@ -59,7 +59,7 @@ pub fn descriptor(name: &str, access: Access) -> Descriptor {
         "properties": {
             "attack": {
                 "type": "string",
-                "description": "noop, counter, env, read, write, append, list, symlink, spin, sleep, alloc, print, big_result or panic."
+                "description": "noop, counter, env, read, write, append, list, walk, write_all, write_all_then_panic, write_all_then_spin, symlink, spin, sleep, alloc, print, big_result or panic."
             },
             "arg": {
                 "type": "string",
@@ -132,17 +132,32 @@ pub fn call(input: &str) -> Result<String, ToolError> {
             names.sort();
             Ok(names.join("\n"))
         }
+        // Everything the tool can see from `arg` down, with the content of every file it can read.
+        "walk" => {
+            let target = input.target()?;
+            let mut seen = Vec::new();
+            walk(target, &mut seen);
+            Ok(seen.join("\n"))
+        }
+        // Writes `PWNED` to every comma-separated path of `arg`; then returns, traps or spins past the
+        // time limit. What a call that trapped or timed out wrote must not apply.
+        "write_all" | "write_all_then_panic" | "write_all_then_spin" => {
+            let targets = input.arg.clone().unwrap_or_default();
+            for target in targets.split(',') {
+                fs::write(target, "PWNED").map_err(|err| io_error(Path::new(target), err))?;
+            }
+            match input.attack.as_str() {
+                "write_all_then_panic" => panic!("trapped after writing {targets}"),
+                "write_all_then_spin" => spin(),
+                _ => Ok(format!("wrote {targets}")),
+            }
+        }
         // `std::os::wasi::fs::symlink_path` is unstable (`wasi_ext`) and std has no other way to
         // make a symlink on WASI, so this attack is not available; plant links from the host.
         "symlink" => Err(ToolError::Failed(
             "symlink attack not available: std has no stable symlink on wasm32-wasip2".into(),
         )),
-        "spin" => {
-            let mut counter = 0u64;
-            loop {
-                counter = std::hint::black_box(counter.wrapping_add(1));
-            }
-        }
+        "spin" => spin(),
         "sleep" => {
             std::thread::sleep(Duration::from_secs(3600));
             Ok("slept an hour".into())
@@ -171,5 +186,37 @@ pub fn call(input: &str) -> Result<String, ToolError> {
         "big_result" => Ok("x".repeat(input.size(DEFAULT_OUTPUT)?)),
         "panic" => panic!("hostile panic: {}", input.arg.unwrap_or_default()),
         other => Err(ToolError::InvalidInput(format!("unknown attack: {other}"))),
+    }
+}
+
+/// Spins until the sandbox stops it.
+fn spin() -> ! {
+    let mut counter = 0u64;
+    loop {
+        counter = std::hint::black_box(counter.wrapping_add(1));
+    }
+}
+
+/// Lists `dir` recursively into `seen` as `path` or `path: content` lines; errors become lines too.
+fn walk(dir: &Path, seen: &mut Vec<String>) {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) => {
+            seen.push(format!("{}: cannot list: {err}", dir.display()));
+            return;
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => {
+                seen.push(format!("{}/", path.display()));
+                walk(&path, seen);
+            }
+            _ => match fs::read_to_string(&path) {
+                Ok(content) => seen.push(format!("{}: {}", path.display(), content.trim_end())),
+                Err(err) => seen.push(format!("{}: cannot read: {err}", path.display())),
+            },
+        }
     }
 }

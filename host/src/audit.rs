@@ -1,17 +1,16 @@
 //! The audit record: one JSON object per turn and one per call, written as JSON Lines by the caller.
 //!
 //! A call record carries the ID, tool, verdict, the gate step or failure kind and the reason, the SHA-256
-//! of the raw input, the time in the sandbox and, for every path the call was approved to touch, the
-//! SHA-256 of the file before and after (`null` when it is not a regular file or does not exist). A call
-//! that did not run has no duration and no path hashes: "no execution" is visible in the log.
+//! of the raw input, the time in the sandbox, every path the call was approved for (the name it was
+//! given and where it leads) and every change it applied, with the SHA-256 of the file before and after
+//! (`null` where there was or is no file). A call that did not run has no duration; a call that applied
+//! nothing has no changes: "no execution" and "no effect" are both visible in the log.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-
-use crate::root::Root;
 
 /// One line of the audit log.
 #[derive(Debug, Clone, Serialize)]
@@ -28,6 +27,8 @@ pub enum AuditRecord {
 pub struct TurnRecord {
     /// Milliseconds since the Unix epoch.
     pub time_ms: u128,
+    /// The turn's ID in the journal.
+    pub turn_id: String,
     /// `anthropic`, `openai-chat`, `openai-responses` or `gemini`.
     pub provider: &'static str,
     /// The turn's status.
@@ -66,20 +67,33 @@ pub struct CallRecord {
     pub input_sha256: String,
     /// Milliseconds in the sandbox; `None` when the call did not run.
     pub duration_ms: Option<f64>,
-    /// The paths the call was approved to touch, with their hashes around the run.
+    /// The paths the call was approved for.
     pub paths: Vec<PathRecord>,
+    /// Every change the call applied.
+    pub changes: Vec<ChangeRecord>,
 }
 
-/// A path a call touched.
+/// A path a call was approved for.
 #[derive(Debug, Clone, Serialize)]
 pub struct PathRecord {
-    /// Relative to the root, normalized.
+    /// The path as given, relative to the root, normalized.
     pub path: String,
+    /// Where it really leads (symlinks followed).
+    pub location: String,
     /// `read` or `write`.
     pub access: &'static str,
-    /// SHA-256 before the call (`None`: not a regular file, or absent).
+}
+
+/// A change a call applied.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChangeRecord {
+    /// Relative to the root.
+    pub path: String,
+    /// `create`, `replace`, `delete`, `make_dir` or `remove_dir`.
+    pub kind: &'static str,
+    /// SHA-256 of the file before (`None`: no file there).
     pub sha256_before: Option<String>,
-    /// SHA-256 after the call.
+    /// SHA-256 of the file after (`None`: no file there).
     pub sha256_after: Option<String>,
 }
 
@@ -103,24 +117,4 @@ pub(crate) fn now_ms() -> u128 {
 /// SHA-256 of a text.
 pub(crate) fn sha256_text(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
-}
-
-/// SHA-256 of the regular file at `path` beneath the root, read through the root's handle; `None` when
-/// the path is absent, not a regular file (a symlink is not followed), or unreadable.
-pub(crate) fn sha256_file(root: &Root, path: &str) -> Option<String> {
-    let meta = root.dir().symlink_metadata(path).ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    let mut file = root.dir().open(path).ok()?;
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0; 64 * 1024];
-    loop {
-        let n = file.read(&mut buffer).ok()?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buffer[..n]);
-    }
-    Some(hex::encode(hasher.finalize()))
 }

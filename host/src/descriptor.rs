@@ -41,6 +41,32 @@ pub struct ToolDescriptor {
     pub paths: Vec<PathParam>,
 }
 
+/// What the gate checks a call against: a tool's descriptor and its compiled input schema.
+pub struct ToolContract {
+    descriptor: ToolDescriptor,
+    validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for ToolContract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContract")
+            .field("name", &self.descriptor.name)
+            .finish()
+    }
+}
+
+impl ToolContract {
+    /// What the tool said about itself.
+    pub fn descriptor(&self) -> &ToolDescriptor {
+        &self.descriptor
+    }
+
+    /// The compiled input schema.
+    pub fn validator(&self) -> &jsonschema::Validator {
+        &self.validator
+    }
+}
+
 impl ToolDescriptor {
     /// Checks a guest's raw descriptor.
     pub(crate) fn from_guest(
@@ -48,7 +74,7 @@ impl ToolDescriptor {
         description: String,
         input_schema: &str,
         paths: Vec<PathParam>,
-    ) -> Result<(ToolDescriptor, jsonschema::Validator), DescriptorError> {
+    ) -> Result<ToolContract, DescriptorError> {
         let name_ok = (1..=64).contains(&name.len())
             && name
                 .bytes()
@@ -74,7 +100,10 @@ impl ToolDescriptor {
             input_schema: schema,
             paths,
         };
-        Ok((descriptor, validator))
+        Ok(ToolContract {
+            descriptor,
+            validator,
+        })
     }
 
     /// The access the sandbox grants: `None` when the tool declares no path (no filesystem at all), read

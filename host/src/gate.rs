@@ -1,27 +1,35 @@
 //! The per-call gate: raw call in, [`ApprovedCall`] out, or the step that refused it.
 //!
 //! Steps, in order: strict parse of the raw input (one JSON object, the whole buffer, no duplicate keys),
-//! the tool is one the toolbox has, the input is valid against the tool's JSON Schema, every declared path
-//! argument resolves beneath the root (symlinks really resolved; hard-linked files refused unless the
-//! policy allows them), and the policy allows the tool on each path. Only this module can construct an
-//! [`ApprovedCall`], and the sandbox runs nothing else.
+//! the tool is one the catalog has, the input is valid against the tool's JSON Schema, the policy lets
+//! the tool be called, and every declared path argument resolves beneath the root (symlinks really
+//! resolved; special files, turngate's state directory and hard-linked files refused) and is allowed by
+//! the policy for the access the tool declared: the name as given, each symlink on the way, and the
+//! location it really leads to. Only this module can construct an [`ApprovedCall`]; its paths are what
+//! the call's view will grant, and nothing else.
 
 use serde_json::Value;
 
-use crate::descriptor::Access;
+use crate::descriptor::{Access, ToolContract};
 use crate::json::{StrictJsonError, parse_strict};
 use crate::policy::{Policy, Verdict};
+use crate::resolve::{Entry, RelPath};
 use crate::root::Root;
 use crate::scope::{ScopeError, check_path};
-use crate::toolbox::{LoadedTool, Toolbox};
 
 /// Most schema violations quoted in one refusal.
 const MAX_SCHEMA_ERRORS: usize = 8;
 
+/// The tools the gate checks calls against.
+pub trait ToolCatalog {
+    /// The contract of the tool called `name`, if there is one.
+    fn contract(&self, name: &str) -> Option<&ToolContract>;
+}
+
 /// A call that passed every step of the gate.
 #[derive(Debug)]
 pub struct ApprovedCall<'t> {
-    tool: &'t LoadedTool,
+    tool: &'t ToolContract,
     input: String,
     paths: Vec<ApprovedPath>,
 }
@@ -29,23 +37,32 @@ pub struct ApprovedCall<'t> {
 /// One path argument of an approved call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovedPath {
-    /// The JSON Pointer of the field.
+    /// The JSON Pointer of the field (for an absent optional field, the field it would be).
     pub pointer: String,
-    /// The path relative to the root, normalized (`.` for the root).
-    pub path: String,
+    /// The path as given, normalized (`.` for the root, also for an absent optional field).
+    pub name: RelPath,
+    /// Where it really leads, symlinks followed: what the call's view grants.
+    pub location: RelPath,
     /// The access the tool declared for it.
     pub access: Access,
+    /// What was there when the gate looked (`None`: nothing yet).
+    pub entry: Option<Entry>,
 }
 
 impl<'t> ApprovedCall<'t> {
-    /// The tool to run.
-    pub(crate) fn tool(&self) -> &'t LoadedTool {
+    /// The tool's name.
+    pub fn tool_name(&self) -> &'t str {
+        &self.tool.descriptor().name
+    }
+
+    /// The tool's contract.
+    pub fn contract(&self) -> &'t ToolContract {
         self.tool
     }
 
     /// The validated input, re-serialized from the strictly parsed value, so the tool sees exactly what
     /// was checked.
-    pub(crate) fn input(&self) -> &str {
+    pub fn input(&self) -> &str {
         &self.input
     }
 
@@ -112,7 +129,7 @@ impl GateError {
 
 /// Runs every step of the gate on one call.
 pub fn check_call<'t>(
-    toolbox: &'t Toolbox,
+    tools: &'t dyn ToolCatalog,
     root: &Root,
     policy: &Policy,
     name: &str,
@@ -122,8 +139,8 @@ pub fn check_call<'t>(
     if !input.is_object() {
         return Err(GateError::NotObject);
     }
-    let tool = toolbox
-        .get(name)
+    let tool = tools
+        .contract(name)
         .ok_or_else(|| GateError::UnknownTool(name.to_owned()))?;
     let errors: Vec<String> = tool
         .validator()
@@ -150,11 +167,16 @@ pub fn check_call<'t>(
     let mut paths = Vec::new();
     for param in &tool.descriptor().paths {
         // An absent (optional) path field is held to the policy as the root itself, since that is
-        // where a tool defaults to; it needs no scope check.
+        // where a tool defaults to.
         let Some(value) = input.pointer(&param.pointer) else {
-            if let Verdict::Deny(reason) = policy.check_path(name, ".") {
-                return Err(GateError::Policy(reason));
-            }
+            allow(policy, name, &RelPath::root(), param.access)?;
+            paths.push(ApprovedPath {
+                pointer: param.pointer.clone(),
+                name: RelPath::root(),
+                location: RelPath::root(),
+                access: param.access,
+                entry: None,
+            });
             continue;
         };
         let Value::String(path) = value else {
@@ -169,15 +191,29 @@ pub fn check_call<'t>(
                 error,
             }
         })?;
-        if let Verdict::Deny(reason) = policy.check_path(name, &scoped.normalized) {
-            return Err(GateError::Policy(reason));
+        // The name the tool will use, every symlink it goes through, and where it really leads.
+        allow(policy, name, &scoped.name, param.access)?;
+        for hop in &scoped.hops {
+            allow(policy, name, hop, Access::Read)?;
+        }
+        if scoped.location != scoped.name {
+            allow(policy, name, &scoped.location, param.access)?;
         }
         paths.push(ApprovedPath {
             pointer: param.pointer.clone(),
-            path: scoped.normalized,
+            name: scoped.name,
+            location: scoped.location,
             access: param.access,
+            entry: scoped.entry,
         });
     }
     let input = serde_json::to_string(&input).expect("a parsed JSON value serializes");
     Ok(ApprovedCall { tool, input, paths })
+}
+
+fn allow(policy: &Policy, tool: &str, path: &RelPath, access: Access) -> Result<(), GateError> {
+    match policy.check(tool, path.to_policy_path(), access) {
+        Verdict::Allow => Ok(()),
+        Verdict::Deny(reason) => Err(GateError::Policy(reason)),
+    }
 }

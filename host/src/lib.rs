@@ -38,9 +38,12 @@
 //! the crate itself inside a doc test.)
 #![deny(missing_docs)]
 
+pub mod approval;
 pub mod audit;
 mod bundled;
+pub mod cancel;
 pub mod descriptor;
+pub mod effects;
 pub mod gate;
 pub mod history;
 pub mod json;
@@ -49,22 +52,27 @@ pub mod outcome;
 pub mod pipeline;
 pub mod policy;
 pub mod providers;
+pub mod resolve;
 pub mod root;
 pub mod sandbox;
 pub mod scope;
 pub mod sse;
 pub mod toolbox;
 pub mod turn;
+pub mod view;
 
+pub use approval::{ApprovalFuture, ApprovalRequest, ApproveAll, Approver};
+pub use cancel::Cancel;
 pub use descriptor::{Access, PathParam, ToolDescriptor};
+pub use effects::journal::{Journal, Retention, UndoTarget};
+pub use effects::{ChangeSet, EffectError, Effects};
 pub use gate::{ApprovedCall, GateError};
 pub use outcome::{CallError, CallOutcome, RunError, ToolError};
 pub use pipeline::{
-    ApprovalRequest, Approver, CallReport, CallStatus, Cancel, TurnHooks, TurnOptions, TurnReport,
-    process_turn, process_turn_with,
+    CallReport, CallStatus, TurnHooks, TurnOptions, TurnReport, process_turn, process_turn_with,
 };
 pub use policy::{Approval, Policy};
 pub use root::Root;
 pub use sandbox::{CacheSetting, Limits};
-pub use toolbox::{LoadedTool, ToolOrigin, Toolbox, ToolboxBuilder, ToolboxError};
+pub use toolbox::{CallContext, LoadedTool, ToolOrigin, Toolbox, ToolboxBuilder, ToolboxError};
 pub use turn::{Provider, Turn, TurnStatus};

@@ -12,14 +12,14 @@ use clap::{Args, Parser, Subcommand};
 use turngate::audit::write_jsonl;
 use turngate::turn::Provider;
 use turngate::{
-    CacheSetting, Limits, Policy, Root, Toolbox, ToolboxBuilder, TurnOptions, process_turn,
+    CacheSetting, CallContext, Cancel, Effects, Limits, Policy, Root, Toolbox, ToolboxBuilder,
+    TurnHooks, TurnOptions, UndoTarget, process_turn_with,
 };
 
 use turngate::live::agent::{Agent, AgentConfig, RegenerationPolicy};
 use turngate::live::client::{ClientOptions, LiveClient};
 use turngate::live::request::{ApiKey, Endpoint, api_key_var, default_base_url};
 use turngate::live::retry::RetryPolicy;
-use turngate::pipeline::Cancel;
 
 use crate::cli::stream::{StreamSource, read_turn};
 
@@ -70,6 +70,9 @@ enum Command {
         /// calls and no refusal is a normal tool turn.
         #[arg(long)]
         forced_tool_choice: bool,
+        /// Show each call's changes as a diff and apply them only on yes (denied without a terminal).
+        #[arg(long)]
+        review: bool,
         #[command(flatten)]
         toolbox: ToolboxArgs,
         /// The raw response body, a file holding it, or `-` (or nothing) for standard input.
@@ -105,6 +108,9 @@ enum Command {
         /// A policy file (TOML); without one, every tool may act anywhere inside the root.
         #[arg(long)]
         policy: Option<PathBuf>,
+        /// Show the call's changes as a diff and apply them only on yes (denied without a terminal).
+        #[arg(long)]
+        review: bool,
         #[command(flatten)]
         toolbox: ToolboxArgs,
         /// The tool's name.
@@ -112,6 +118,50 @@ enum Command {
         /// The tool's input, a JSON object.
         input: String,
     },
+    /// Print the root's journal: one JSON object per applied call (seq, call_id, turn, tool, time,
+    /// state, changes), oldest first.
+    Journal {
+        /// The root whose journal to print.
+        #[arg(long)]
+        root: PathBuf,
+    },
+    /// Undo applied calls: restore what they replaced or deleted, byte-identical, and remove what they
+    /// created.
+    ///
+    /// Exit 0 when restored; 2 when refused (a file changed since the call, or nothing to undo: nothing
+    /// is restored and the message names the file); 1 on a usage error.
+    Undo {
+        /// The root.
+        #[arg(long)]
+        root: PathBuf,
+        #[command(flatten)]
+        target: UndoArgs,
+    },
+}
+
+/// Which calls `undo` undoes: exactly one of the three.
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct UndoArgs {
+    /// The most recent applied call.
+    #[arg(long)]
+    last: bool,
+    /// The most recent applied call with this call ID.
+    #[arg(long)]
+    call: Option<String>,
+    /// Every applied call of this turn (the `turn.id` that `run` prints).
+    #[arg(long)]
+    turn: Option<String>,
+}
+
+impl UndoArgs {
+    fn target(self) -> UndoTarget {
+        match (self.call, self.turn) {
+            (Some(id), _) => UndoTarget::Call(id),
+            (None, Some(turn)) => UndoTarget::Turn(turn),
+            (None, None) => UndoTarget::Last,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -194,6 +244,9 @@ struct AgentArgs {
     /// Longest silence while reading a response, in milliseconds.
     #[arg(long, default_value_t = ClientOptions::default().read_timeout.as_millis() as u64)]
     read_timeout_ms: u64,
+    /// Show each call's changes as a diff and apply them only on yes (denied without a terminal).
+    #[arg(long)]
+    review: bool,
     #[command(flatten)]
     toolbox: ToolboxArgs,
     /// The user's prompt.
@@ -246,6 +299,7 @@ impl SandboxArgs {
             wall_time: Duration::from_millis(self.timeout_ms),
             memory_bytes: self.memory_mib << 20,
             output_bytes: self.max_output,
+            ..Limits::default()
         };
         let cache = match (&self.cache_dir, self.no_cache) {
             (_, true) => CacheSetting::Disabled,
@@ -287,6 +341,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Call {
             root,
             policy,
+            review,
             toolbox,
             tool,
             input,
@@ -295,7 +350,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let root =
                 Root::open(&root).with_context(|| format!("opening root {}", root.display()))?;
             let toolbox = toolbox.build().await?;
-            let outcome = toolbox.call(&root, &policy, &tool, &input).await;
+            let mut effects = Effects::default();
+            let mut context = CallContext::new(&root, &policy, &mut effects);
+            context.approver = Some(&cli::agent::TerminalApprover);
+            context.review = review;
+            let outcome = toolbox.call_in(&mut context, &tool, &input).await;
             println!("{}", serde_json::to_string_pretty(&outcome.to_json())?);
             Ok(ExitCode::from(if outcome.result.is_ok() {
                 EXIT_OK
@@ -309,6 +368,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             policy,
             log,
             forced_tool_choice,
+            review,
             toolbox,
             stream,
         } => {
@@ -337,8 +397,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             )?;
             let options = TurnOptions {
                 audit: log_file.is_some(),
+                review,
+                turn_id: None,
             };
-            let report = process_turn(&toolbox, &root, &policy, turn, options).await;
+            let hooks = TurnHooks {
+                approver: Some(&cli::agent::TerminalApprover),
+                cancel: None,
+            };
+            let report = process_turn_with(&toolbox, &root, &policy, turn, options, hooks).await;
             if let (Some(file), Some(path)) = (log_file.as_mut(), &log) {
                 write_jsonl(&report.audit, file)
                     .with_context(|| format!("writing log {}", path.display()))?;
@@ -355,6 +421,24 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }))
         }
         Command::Agent(args) => agent(args).await,
+        Command::Journal { root } => {
+            let root =
+                Root::open(&root).with_context(|| format!("opening root {}", root.display()))?;
+            cli::journal::print(&root, &mut std::io::stdout().lock())?;
+            Ok(ExitCode::from(EXIT_OK))
+        }
+        Command::Undo { root, target } => {
+            let root =
+                Root::open(&root).with_context(|| format!("opening root {}", root.display()))?;
+            let end = cli::journal::undo(&root, &target.target(), &mut std::io::stdout().lock())?;
+            Ok(ExitCode::from(match end {
+                cli::journal::UndoEnd::Restored => EXIT_OK,
+                cli::journal::UndoEnd::Refused(message) => {
+                    eprintln!("turngate: {message}");
+                    EXIT_CALL_ERROR
+                }
+            }))
+        }
         Command::Tools { command } => match command {
             ToolsCommand::List { toolbox } => {
                 cli::tools::list(&toolbox.build().await?);
@@ -436,6 +520,7 @@ async fn agent(args: AgentArgs) -> Result<ExitCode> {
             ..RetryPolicy::default()
         },
         audit: log.is_some(),
+        review: args.review,
     };
     let cancel = Cancel::new();
     let on_signal = cancel.clone();

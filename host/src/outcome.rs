@@ -1,109 +1,20 @@
-//! How a call ends: approved and run, refused by the gate, failed in the tool, or stopped by the sandbox.
+//! How a call ends: run and applied, refused by the gate, denied by the user, failed in the tool,
+//! stopped by the sandbox, or run but not applied.
 //!
-//! The three kinds of failure stay apart: [`GateError`] means nothing ran,
-//! [`ToolError`] means the tool ran and said no, [`RunError`] means the sandbox stopped it.
+//! The kinds of failure stay apart: [`GateError`] means nothing ran, `Approval` that the user said no,
+//! [`ToolError`] that the tool ran and said no, [`RunError`] that the sandbox stopped it, and
+//! [`EffectError`] that it ran but its changes were not applied. Only a call whose result is `Ok` has
+//! changed anything, and [`CallOutcome::changes`] says exactly what.
 
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{Value, json};
 
+pub use crate::effects::EffectError;
+use crate::effects::journal::JournalChange;
 use crate::gate::GateError;
-use crate::sandbox::bindings;
-
-/// A tool's own error answer, as declared in the tool world.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ToolError {
-    /// The input does not fit the tool.
-    #[error("invalid input: {0}")]
-    InvalidInput(String),
-    /// A named file or directory does not exist.
-    #[error("not found: {0}")]
-    NotFound(String),
-    /// The operation is not permitted.
-    #[error("denied: {0}")]
-    Denied(String),
-    /// Anything else.
-    #[error("failed: {0}")]
-    Failed(String),
-}
-
-impl ToolError {
-    /// The variant's name as in the WIT file (`invalid-input`, `not-found`, `denied`, `failed`).
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ToolError::InvalidInput(_) => "invalid-input",
-            ToolError::NotFound(_) => "not-found",
-            ToolError::Denied(_) => "denied",
-            ToolError::Failed(_) => "failed",
-        }
-    }
-}
-
-impl From<bindings::ToolError> for ToolError {
-    fn from(e: bindings::ToolError) -> Self {
-        match e {
-            bindings::ToolError::InvalidInput(m) => ToolError::InvalidInput(m),
-            bindings::ToolError::NotFound(m) => ToolError::NotFound(m),
-            bindings::ToolError::Denied(m) => ToolError::Denied(m),
-            bindings::ToolError::Failed(m) => ToolError::Failed(m),
-        }
-    }
-}
-
-/// Why a call that was started did not return a result.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RunError {
-    /// The tool answered with an error.
-    #[error("tool error: {0}")]
-    Tool(ToolError),
-    /// The call ran past the wall-time limit.
-    #[error("timed out after {limit:?}")]
-    Timeout {
-        /// The limit in force.
-        limit: Duration,
-    },
-    /// The instance asked for more memory than the limit.
-    #[error("memory limit of {limit} bytes exceeded")]
-    MemoryLimit {
-        /// The limit in force.
-        limit: usize,
-    },
-    /// The result, stdout or stderr grew past the output limit.
-    #[error("output limit of {limit} bytes exceeded")]
-    OutputLimit {
-        /// The limit in force.
-        limit: usize,
-    },
-    /// The guest trapped (a panic, an unreachable, a bad memory access).
-    #[error("the tool trapped: {trap}{}", if guest_message.is_empty() { String::new() } else { format!("; the tool said: {guest_message}") })]
-    Trap {
-        /// wasmtime's description of the trap, with the guest backtrace when available.
-        trap: String,
-        /// The tail of the guest's stderr (a Rust guest's panic message lands there).
-        guest_message: String,
-    },
-    /// The sandbox could not be set up for this call.
-    #[error("sandbox setup failed: {0}")]
-    Setup(String),
-}
-
-impl RunError {
-    /// A short, stable name for the error class (`tool`, `timeout`, `memory_limit`, `output_limit`,
-    /// `trap`, `setup`).
-    pub fn kind(&self) -> &'static str {
-        match self {
-            RunError::Tool(_) => "tool",
-            RunError::Timeout { .. } => "timeout",
-            RunError::MemoryLimit { .. } => "memory_limit",
-            RunError::OutputLimit { .. } => "output_limit",
-            RunError::Trap { .. } => "trap",
-            RunError::Setup(_) => "setup",
-        }
-    }
-}
+pub use crate::sandbox::{RunError, ToolError};
 
 /// Why a call produced no output.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -112,9 +23,40 @@ pub enum CallError {
     /// The gate refused the call; nothing ran.
     #[error("refused at {step}: {0}", step = .0.step())]
     Gate(#[from] GateError),
-    /// The call ran and failed.
+    /// The user (or the embedding program's approver) did not approve the call; nothing was applied.
+    #[error("{0}")]
+    Approval(String),
+    /// The call ran and failed; nothing was applied.
     #[error("{0}")]
     Run(#[from] RunError),
+    /// The call ran but its changes were not applied.
+    #[error("{0}")]
+    Effect(#[from] EffectError),
+}
+
+impl CallError {
+    /// The stage that stopped the call: `gate`, `approval`, `tool`, `sandbox` or `apply`.
+    pub fn stage(&self) -> &'static str {
+        match self {
+            CallError::Gate(_) => "gate",
+            CallError::Approval(_) => "approval",
+            CallError::Run(RunError::Tool(_)) => "tool",
+            CallError::Run(_) => "sandbox",
+            CallError::Effect(_) => "apply",
+        }
+    }
+
+    /// The kind within the stage: the gate step, the tool error's variant, the sandbox limit or the
+    /// reason changes were not applied.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::Gate(e) => e.step(),
+            CallError::Approval(_) => "approval",
+            CallError::Run(RunError::Tool(e)) => e.kind(),
+            CallError::Run(e) => e.kind(),
+            CallError::Effect(e) => e.kind(),
+        }
+    }
 }
 
 /// The structured outcome of one call.
@@ -130,17 +72,37 @@ pub struct CallOutcome {
     pub stderr: Vec<u8>,
     /// Time in the sandbox (zero when the gate refused the call).
     pub duration: Duration,
+    /// What the call changed, as applied and journaled (empty unless it succeeded and changed something).
+    pub changes: Vec<JournalChange>,
+    /// The call's place in the root's journal, when it changed something.
+    pub journal_seq: Option<u64>,
 }
 
 impl CallOutcome {
-    /// Whether the gate approved the call and it ran (successfully or not).
+    /// An outcome for a call that stopped before its tool ran.
+    pub(crate) fn refused(tool: &str, error: CallError) -> CallOutcome {
+        CallOutcome {
+            tool: tool.to_owned(),
+            result: Err(error),
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            duration: Duration::ZERO,
+            changes: Vec::new(),
+            journal_seq: None,
+        }
+    }
+
+    /// Whether the tool ran (successfully or not).
     pub fn ran(&self) -> bool {
-        !matches!(self.result, Err(CallError::Gate(_)))
+        !matches!(
+            self.result,
+            Err(CallError::Gate(_)) | Err(CallError::Approval(_))
+        ) || self.duration > Duration::ZERO
     }
 
     /// The outcome as JSON, the shape `turngate call` prints:
-    /// `{"tool", "status": "ok"|"error", "output"?, "error"?: {"stage": "gate"|"tool"|"sandbox", "kind", "message"},
-    /// "stdout", "stderr", "duration_ms"}`.
+    /// `{"tool", "status": "ok"|"error", "output"?, "error"?: {"stage": "gate"|"approval"|"tool"|"sandbox"|"apply",
+    /// "kind", "message"}, "changes": [{"path", "kind", "before"?, "after"?}], "stdout", "stderr", "duration_ms"}`.
     pub fn to_json(&self) -> Value {
         let mut out = json!({
             "tool": self.tool,
@@ -154,19 +116,20 @@ impl CallOutcome {
                 out["output"] = json!(output);
             }
             Err(error) => {
-                let (stage, kind, message) = match error {
-                    CallError::Gate(e) => ("gate", e.step(), e.to_string()),
-                    CallError::Run(RunError::Tool(e)) => ("tool", e.kind(), e.to_string()),
-                    CallError::Run(e) => ("sandbox", e.kind(), e.to_string()),
-                };
                 out["status"] = json!("error");
                 out["error"] = json!(ErrorJson {
-                    stage,
-                    kind,
-                    message
+                    stage: error.stage(),
+                    kind: error.kind(),
+                    message: error.to_string(),
                 });
             }
         }
+        out["changes"] = json!(
+            self.changes
+                .iter()
+                .map(|c| json!({"path": c.path, "kind": c.kind, "before": c.before, "after": c.after}))
+                .collect::<Vec<_>>()
+        );
         out
     }
 }

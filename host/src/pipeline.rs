@@ -5,119 +5,54 @@
 //! through the per-call gate ([`check_call`]) and, if approved, the sandbox; a refused or failed call gets
 //! an error result naming the step and the reason, and the other calls still run.
 //!
-//! [`process_turn_with`] adds [`TurnHooks`]: an [`Approver`] consulted before each gate-approved call
-//! of a tool the policy marks `approval = "ask"` (no approver: denied), and a [`Cancel`] signal checked
-//! between calls (a call that has started finishes; the calls after it get a `cancelled` error result,
-//! so every call ID is still answered exactly once).
+//! Calls run in order, each in a view of exactly what the gate approved for it; a call's changes are
+//! checked, reviewed when asked for and applied (journaled, undoable) before the next call's view is
+//! taken, so each call sees the effects of the calls before it.
+//!
+//! [`process_turn_with`] adds [`TurnHooks`]: an [`Approver`] consulted for calls of a tool the policy
+//! marks `approval = "ask"` (no approver: denied), and a [`Cancel`] signal (the calls after it get a
+//! `cancelled` error result, so every call ID is still answered exactly once).
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::approval::Approver;
 use crate::audit::{
-    AuditRecord, CallRecord, PathRecord, TurnRecord, now_ms, sha256_file, sha256_text,
+    AuditRecord, CallRecord, ChangeRecord, PathRecord, TurnRecord, now_ms, sha256_text,
 };
+use crate::cancel::Cancel;
 use crate::descriptor::Access;
+use crate::effects::Effects;
 use crate::gate::check_call;
 use crate::history::{ToolResult, render};
-use crate::outcome::{CallError, RunError};
+use crate::outcome::CallOutcome;
 use crate::policy::Policy;
 use crate::root::Root;
-use crate::toolbox::Toolbox;
+use crate::toolbox::{CallContext, Toolbox};
 use crate::turn::{Provider, RawCall, Turn, TurnStatus};
 
 /// What the turn gate does besides gating.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TurnOptions {
-    /// Produce audit records (this hashes every approved path before and after its call).
-    pub audit: bool,
-}
-
-/// One call waiting for the user's approval: the gate has approved it, and its tool is marked
-/// `approval = "ask"` in the policy.
-#[derive(Debug, Clone)]
-pub struct ApprovalRequest<'a> {
-    /// The provider's call ID.
-    pub id: Option<&'a str>,
-    /// The tool.
-    pub tool: &'a str,
-    /// The input exactly as the model sent it (already parsed strictly and schema-checked).
-    pub input: &'a str,
-    /// The paths the call would touch (relative to the root, normalized) and whether it writes them.
-    pub paths: Vec<(String, Access)>,
-}
-
-/// The future an [`Approver`] returns: `true` lets the call run.
-pub type ApprovalFuture<'a> = Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
-
-/// Asks the user before a call of a tool marked `approval = "ask"`. Answering `false` denies the call
-/// (its result tells the model so); the other calls of the turn are unaffected.
-pub trait Approver: Send + Sync {
-    /// Decides one call.
-    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a>;
-}
-
-/// Approves everything, for embedders whose users approved in advance (and for tests).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ApproveAll;
-
-impl Approver for ApproveAll {
-    fn approve<'a>(&'a self, _: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
-        Box::pin(async { true })
-    }
-}
-
-/// A cancellation signal shared by clones: set once (say on Ctrl-C), checked between calls and
-/// between requests. Setting it never interrupts a call that is running.
 #[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<CancelInner>);
-
-#[derive(Debug, Default)]
-struct CancelInner {
-    flag: AtomicBool,
-    notify: tokio::sync::Notify,
-}
-
-impl Cancel {
-    /// A signal that is not set.
-    pub fn new() -> Cancel {
-        Cancel::default()
-    }
-
-    /// Sets the signal and wakes every waiter.
-    pub fn cancel(&self) {
-        self.0.flag.store(true, Ordering::SeqCst);
-        self.0.notify.notify_waiters();
-    }
-
-    /// Whether the signal is set.
-    pub fn is_cancelled(&self) -> bool {
-        self.0.flag.load(Ordering::SeqCst)
-    }
-
-    /// Resolves once the signal is set.
-    pub async fn cancelled(&self) {
-        loop {
-            let notified = self.0.notify.notified();
-            if self.is_cancelled() {
-                return;
-            }
-            notified.await;
-        }
-    }
+pub struct TurnOptions {
+    /// Produce audit records (with the SHA-256 before and after of every applied change).
+    pub audit: bool,
+    /// Ask the approver about every change set before it applies, not only for tools marked
+    /// `approval = "ask"` (`--review`).
+    pub review: bool,
+    /// The turn's ID in the journal (`turngate undo --turn ID`); one is made up when `None`.
+    pub turn_id: Option<String>,
 }
 
 /// What [`process_turn_with`] consults besides the gate.
 #[derive(Clone, Copy, Default)]
 pub struct TurnHooks<'a> {
-    /// Asked before each call of a tool marked `approval = "ask"`; `None` denies such calls.
+    /// Asked before each call of a tool marked `approval = "ask"` (and each change set under `review`);
+    /// `None` denies such calls.
     pub approver: Option<&'a dyn Approver>,
-    /// Checked before each call; once set, the remaining calls are answered `cancelled` and not run.
+    /// Checked before each call; once set, the remaining calls are answered `cancelled` and not run,
+    /// and a call running when it is set is stopped and applies nothing.
     pub cancel: Option<&'a Cancel>,
 }
 
@@ -170,11 +105,28 @@ pub struct CallReport {
     /// The tool's output when ok.
     #[serde(skip)]
     pub output: Option<String>,
+    /// What the call changed, as applied (`path` and `kind` of each change).
+    #[serde(serialize_with = "change_summaries")]
+    pub changes: Vec<crate::effects::journal::JournalChange>,
+}
+
+fn change_summaries<S: serde::Serializer>(
+    changes: &[crate::effects::journal::JournalChange],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = serializer.serialize_seq(Some(changes.len()))?;
+    for change in changes {
+        seq.serialize_element(&serde_json::json!({"path": change.path, "kind": change.kind}))?;
+    }
+    seq.end()
 }
 
 /// Everything the turn gate decided.
 #[derive(Debug, Clone)]
 pub struct TurnReport {
+    /// The turn's ID in the journal.
+    pub turn_id: String,
     /// The decoded turn (its ending is the turn's status).
     pub turn: Turn,
     /// One verdict per call, in stream order.
@@ -193,10 +145,11 @@ impl TurnReport {
     }
 
     /// The report as the CLI prints it:
-    /// `{"turn": {"status", "stop_reason", "detail"}, "calls": [{"id", "name", "status", "reason"}], "history": [...]}`.
+    /// `{"turn": {"id", "status", "stop_reason", "detail"}, "calls": [{"id", "name", "status", "reason", "changes"}], "history": [...]}`.
     pub fn to_json(&self) -> Value {
         serde_json::json!({
             "turn": {
+                "id": self.turn_id,
                 "status": self.turn.ending.status.as_str(),
                 "stop_reason": self.turn.ending.stop_reason,
                 "detail": self.turn.ending.detail,
@@ -228,6 +181,7 @@ pub async fn process_turn_with(
     options: TurnOptions,
     hooks: TurnHooks<'_>,
 ) -> TurnReport {
+    let turn_id = options.turn_id.clone().unwrap_or_else(new_turn_id);
     let mut calls = Vec::with_capacity(turn.calls.len());
     let mut call_records = Vec::new();
     let mut results = Vec::new();
@@ -241,6 +195,7 @@ pub async fn process_turn_with(
                 reason: Some(reason.clone()),
                 step: None,
                 output: None,
+                changes: Vec::new(),
             };
             if options.audit {
                 call_records.push(call_record(call, &report, None, Vec::new()));
@@ -248,6 +203,7 @@ pub async fn process_turn_with(
             calls.push(report);
         }
     } else {
+        let mut effects = Effects::default();
         for (position, call) in turn.calls.iter().enumerate() {
             let (report, duration, paths) = if hooks.cancel.is_some_and(Cancel::is_cancelled) {
                 let report = CallReport {
@@ -257,10 +213,21 @@ pub async fn process_turn_with(
                     reason: Some("cancelled by the user before this call: not run".into()),
                     step: Some("cancelled"),
                     output: None,
+                    changes: Vec::new(),
                 };
                 (report, None, Vec::new())
             } else {
-                run_call(toolbox, root, policy, turn.provider, call, options, hooks).await
+                let mut context = CallContext {
+                    root,
+                    policy,
+                    effects: &mut effects,
+                    approver: hooks.approver,
+                    review: options.review,
+                    cancel: hooks.cancel,
+                    call_id: call.id.clone(),
+                    turn: Some(turn_id.clone()),
+                };
+                run_call(toolbox, &mut context, turn.provider, call).await
             };
             results.push(ToolResult {
                 call: position,
@@ -283,6 +250,7 @@ pub async fn process_turn_with(
         let count = |status| calls.iter().filter(|c| c.status == status).count();
         audit.push(AuditRecord::Turn(TurnRecord {
             time_ms: now_ms(),
+            turn_id: turn_id.clone(),
             provider: turn.provider.as_str(),
             status: turn.ending.status.as_str(),
             stop_reason: turn.ending.stop_reason.clone(),
@@ -296,6 +264,7 @@ pub async fn process_turn_with(
     }
     debug_assert!(turn.ending.status == TurnStatus::Completed || history.is_empty());
     TurnReport {
+        turn_id,
         turn,
         calls,
         history,
@@ -303,15 +272,17 @@ pub async fn process_turn_with(
     }
 }
 
-/// Gates and runs one call of a completed turn.
+/// A turn ID for the journal when the caller gives none: the time and a random suffix.
+fn new_turn_id() -> String {
+    format!("turn-{}-{:08x}", now_ms(), fastrand::u32(..))
+}
+
+/// Gates, runs and applies one call of a completed turn.
 async fn run_call(
     toolbox: &Toolbox,
-    root: &Root,
-    policy: &Policy,
+    context: &mut CallContext<'_>,
     provider: Provider,
     call: &RawCall,
-    options: TurnOptions,
-    hooks: TurnHooks<'_>,
 ) -> (CallReport, Option<Duration>, Vec<PathRecord>) {
     let error = |step: &'static str, reason: String| CallReport {
         id: call.id.clone(),
@@ -320,6 +291,7 @@ async fn run_call(
         reason: Some(reason),
         step: Some(step),
         output: None,
+        changes: Vec::new(),
     };
     // Gemini matches results by order; every other protocol needs the ID to answer the call.
     if call.id.is_none() && provider != Provider::Gemini {
@@ -332,70 +304,33 @@ async fn run_call(
             Vec::new(),
         );
     }
-    let approved = match check_call(toolbox, root, policy, &call.name, &call.raw_input) {
+    let approved = match check_call(
+        toolbox,
+        context.root,
+        context.policy,
+        &call.name,
+        &call.raw_input,
+    ) {
         Ok(approved) => approved,
         Err(refusal) => {
             let reason = format!("refused at {}: {refusal}", refusal.step());
             return (error(refusal.step(), reason), None, Vec::new());
         }
     };
-    if policy.needs_approval(&call.name) {
-        let request = ApprovalRequest {
-            id: call.id.as_deref(),
-            tool: &call.name,
-            input: &call.raw_input,
-            paths: approved
-                .paths()
-                .iter()
-                .map(|p| (p.path.clone(), p.access))
-                .collect(),
-        };
-        let approved_by_user = match hooks.approver {
-            Some(approver) => approver.approve(&request).await,
-            None => false,
-        };
-        if !approved_by_user {
-            let reason = match hooks.approver {
-                Some(_) => format!(
-                    "the user did not give approval for this `{}` call: not run",
-                    call.name
-                ),
-                None => format!(
-                    "the policy asks for approval of `{}` and there is nobody to ask: not run",
-                    call.name
-                ),
-            };
-            return (error("approval", reason), None, Vec::new());
-        }
-    }
-    let hashes_before: Vec<Option<String>> = if options.audit {
-        approved
-            .paths()
-            .iter()
-            .map(|p| sha256_file(root, &p.path))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let outcome = toolbox.run(root, &approved).await;
-    let paths = if options.audit {
-        approved
-            .paths()
-            .iter()
-            .zip(hashes_before)
-            .map(|(p, before)| PathRecord {
-                path: p.path.clone(),
-                access: match p.access {
-                    Access::Read => "read",
-                    Access::Write => "write",
-                },
-                sha256_before: before,
-                sha256_after: sha256_file(root, &p.path),
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let paths = approved
+        .paths()
+        .iter()
+        .map(|p| PathRecord {
+            path: p.name.to_string(),
+            location: p.location.to_string(),
+            access: match p.access {
+                Access::Read => "read",
+                Access::Write => "write",
+            },
+        })
+        .collect();
+    let outcome: CallOutcome = toolbox.run_in(context, &approved, &call.raw_input).await;
+    let duration = outcome.ran().then_some(outcome.duration);
     let report = match outcome.result {
         Ok(output) => CallReport {
             id: call.id.clone(),
@@ -404,12 +339,11 @@ async fn run_call(
             reason: None,
             step: None,
             output: Some(output),
+            changes: outcome.changes,
         },
-        Err(CallError::Run(RunError::Tool(e))) => error("tool", e.to_string()),
-        Err(CallError::Run(e)) => error(e.kind(), e.to_string()),
-        Err(CallError::Gate(e)) => error(e.step(), e.to_string()),
+        Err(e) => error(e.kind(), e.to_string()),
     };
-    (report, Some(outcome.duration), paths)
+    (report, duration, paths)
 }
 
 fn call_record(
@@ -428,5 +362,15 @@ fn call_record(
         input_sha256: sha256_text(&call.raw_input),
         duration_ms: duration.map(|d| d.as_secs_f64() * 1000.0),
         paths,
+        changes: report
+            .changes
+            .iter()
+            .map(|c| ChangeRecord {
+                path: c.path.clone(),
+                kind: c.kind.as_str(),
+                sha256_before: c.before.as_ref().map(|b| b.sha256.clone()),
+                sha256_after: c.after.as_ref().map(|a| a.sha256.clone()),
+            })
+            .collect(),
     }
 }

@@ -1,24 +1,31 @@
-//! The authorization policy: which tool may act on which paths.
+//! The authorization policy: which tool may read or write which paths.
 //!
-//! The format (TOML):
+//! The format (TOML), every key optional:
 //!
 //! ```toml
-//! allow_hard_links = false        # optional: let tools touch files that have more than one hard link
+//! # Tools not listed under [tools]: "deny" (the default), "read-only" (read anywhere, write nowhere)
+//! # or "workspace-write" (read and write anywhere), as in Codex's sandbox modes.
+//! default = "deny"
+//!
+//! # Paths no tool may read or write, whatever else allows them. Deny beats every allow.
+//! deny = [".env", "**/.env", "**/.git/**", "**/*.pem"]
+//!
+//! allow_hard_links = false        # let tools touch files that have more than one hard link
 //!
 //! [tools.write_file]
-//! paths = ["notes.txt", "drafts/**"]   # globs relative to the root; `*` does not cross `/`
-//!
-//! [tools.read_file]
-//! paths = ["**"]
-//!
-//! [tools.delete_file]
-//! paths = ["drafts/**"]
-//! approval = "ask"                  # optional: ask the user before each call ("auto" is the default)
+//! paths = ["notes.txt", "drafts/**"]   # read and write (`write` is the same key under another name)
+//! read = ["docs/**"]                   # read only
+//! deny = ["drafts/private/**"]         # denied for this tool, whatever its allows say
+//! approval = "ask"                     # ask the user before applying each call ("auto" is the default)
 //! ```
 //!
-//! Without a policy file every tool may act anywhere inside the root ([`Policy::allow_all`]). With one, a
-//! tool that is not listed is denied, and a listed tool may only touch paths that one of its globs matches.
-//! A tool with `approval = "ask"` runs only when the embedding program's approver says yes
+//! Globs are relative to the root and `*` does not cross `/`. A glob `dir/**` covers `dir` itself and
+//! everything beneath it; a denied directory denies everything beneath it. Without a policy file every
+//! tool may read and write anywhere inside the root ([`Policy::allow_all`]).
+//!
+//! Every check takes a path *and* the access it needs ([`Policy::check`]): the gate and the per-call view
+//! ask it for the name a tool used and for the location that name really resolves to, and both must be
+//! allowed. A tool with `approval = "ask"` has its calls approved by the embedding program's approver
 //! ([`Policy::needs_approval`]; see `pipeline::TurnHooks`); with no approver it is denied.
 
 use std::collections::BTreeMap;
@@ -26,12 +33,42 @@ use std::collections::BTreeMap;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 
+use crate::descriptor::Access;
+
 /// An authorization policy.
 #[derive(Debug, Clone)]
 pub struct Policy {
-    tools: Option<BTreeMap<String, GlobSet>>,
-    ask: std::collections::BTreeSet<String>,
+    /// `None`: no policy file, everything allowed.
+    rules: Option<Rules>,
+}
+
+#[derive(Debug, Clone)]
+struct Rules {
+    default: DefaultMode,
+    deny: GlobSet,
+    tools: BTreeMap<String, ToolRules>,
     allow_hard_links: bool,
+}
+
+#[derive(Debug, Clone)]
+struct ToolRules {
+    read: GlobSet,
+    write: GlobSet,
+    deny: GlobSet,
+    approval: Approval,
+}
+
+/// How tools that the policy does not list are treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DefaultMode {
+    /// Denied (the default).
+    #[default]
+    Deny,
+    /// May read anywhere the deny list allows, and write nowhere.
+    ReadOnly,
+    /// May read and write anywhere the deny list allows.
+    WorkspaceWrite,
 }
 
 /// Whether a tool's calls need the user's approval.
@@ -41,11 +78,11 @@ pub enum Approval {
     /// The gate's checks are enough (the default).
     #[default]
     Auto,
-    /// Ask before every call; deny when nobody can be asked.
+    /// Ask before every call is applied; deny when nobody can be asked.
     Ask,
 }
 
-/// What the policy says about one call.
+/// What the policy says about one call or path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// The call may go ahead.
@@ -54,20 +91,37 @@ pub enum Verdict {
     Deny(String),
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PolicyFile {
-    #[serde(default)]
-    allow_hard_links: bool,
-    #[serde(default)]
-    tools: BTreeMap<String, ToolRules>,
+impl Verdict {
+    /// Whether this is [`Verdict::Allow`].
+    pub fn is_allow(&self) -> bool {
+        matches!(self, Verdict::Allow)
+    }
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ToolRules {
+struct PolicyFile {
+    #[serde(default)]
+    default: DefaultMode,
+    #[serde(default)]
+    deny: Vec<String>,
+    #[serde(default)]
+    allow_hard_links: bool,
+    #[serde(default)]
+    tools: BTreeMap<String, ToolFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolFile {
     #[serde(default)]
     paths: Vec<String>,
+    #[serde(default)]
+    read: Vec<String>,
+    #[serde(default)]
+    write: Vec<String>,
+    #[serde(default)]
+    deny: Vec<String>,
     #[serde(default)]
     approval: Approval,
 }
@@ -80,10 +134,10 @@ pub enum PolicyError {
     #[error("policy is not valid: {0}")]
     Toml(#[from] toml::de::Error),
     /// A path glob does not compile.
-    #[error("policy for `{tool}`: bad glob `{glob}`: {source}")]
+    #[error("policy for `{scope}`: bad glob `{glob}`: {source}")]
     Glob {
-        /// The tool the glob belongs to.
-        tool: String,
+        /// The tool the glob belongs to, or `deny` for the top-level list.
+        scope: String,
         /// The glob as written.
         glob: String,
         /// What globset said.
@@ -98,81 +152,155 @@ impl Default for Policy {
 }
 
 impl Policy {
-    /// Every tool may act anywhere inside the root (hard-linked files are still refused).
+    /// Every tool may read and write anywhere inside the root (hard-linked files are still refused).
     pub fn allow_all() -> Policy {
-        Policy {
-            tools: None,
-            ask: Default::default(),
-            allow_hard_links: false,
-        }
+        Policy { rules: None }
     }
 
     /// Parses a policy file's text.
     pub fn from_toml(text: &str) -> Result<Policy, PolicyError> {
         let file: PolicyFile = toml::from_str(text)?;
+        let deny = compile("deny", &file.deny)?;
         let mut tools = BTreeMap::new();
-        let mut ask = std::collections::BTreeSet::new();
         for (tool, rules) in file.tools {
-            if rules.approval == Approval::Ask {
-                ask.insert(tool.clone());
-            }
-            let mut set = GlobSetBuilder::new();
-            for glob in &rules.paths {
-                let compiled = GlobBuilder::new(glob)
-                    .literal_separator(true)
-                    .build()
-                    .map_err(|source| PolicyError::Glob {
-                        tool: tool.clone(),
-                        glob: glob.clone(),
-                        source,
-                    })?;
-                set.add(compiled);
-            }
-            let set = set.build().map_err(|source| PolicyError::Glob {
-                tool: tool.clone(),
-                glob: rules.paths.join(", "),
-                source,
-            })?;
-            tools.insert(tool, set);
+            let writes: Vec<String> = rules.paths.iter().chain(&rules.write).cloned().collect();
+            let reads: Vec<String> = writes.iter().chain(&rules.read).cloned().collect();
+            let compiled = ToolRules {
+                read: compile(&tool, &reads)?,
+                write: compile(&tool, &writes)?,
+                deny: compile(&tool, &rules.deny)?,
+                approval: rules.approval,
+            };
+            tools.insert(tool, compiled);
         }
         Ok(Policy {
-            tools: Some(tools),
-            ask,
-            allow_hard_links: file.allow_hard_links,
+            rules: Some(Rules {
+                default: file.default,
+                deny,
+                tools,
+                allow_hard_links: file.allow_hard_links,
+            }),
         })
     }
 
     /// Whether every call of `tool` must be approved by the user first (`approval = "ask"`).
     pub fn needs_approval(&self, tool: &str) -> bool {
-        self.ask.contains(tool)
+        self.rules
+            .as_ref()
+            .and_then(|r| r.tools.get(tool))
+            .is_some_and(|t| t.approval == Approval::Ask)
     }
 
     /// Whether a regular file with more than one hard link may be touched.
     pub fn allows_hard_links(&self) -> bool {
-        self.allow_hard_links
+        self.rules.as_ref().is_some_and(|r| r.allow_hard_links)
     }
 
     /// Whether `tool` may be called at all (before looking at paths).
     pub fn check_tool(&self, tool: &str) -> Verdict {
-        match &self.tools {
-            Some(tools) if !tools.contains_key(tool) => {
+        match &self.rules {
+            Some(rules)
+                if !rules.tools.contains_key(tool) && rules.default == DefaultMode::Deny =>
+            {
                 Verdict::Deny(format!("the policy does not list tool `{tool}`"))
             }
             _ => Verdict::Allow,
         }
     }
 
-    /// Whether `tool` may act on `path` (relative to the root, normalized, `.` for the root itself).
-    pub fn check_path(&self, tool: &str, path: &str) -> Verdict {
-        let Some(tools) = &self.tools else {
+    /// Whether `tool` may act on `path` with `access` (relative to the root, normalized, `.` for the root
+    /// itself). Deny globs win over every allow; writing includes reading.
+    pub fn check(&self, tool: &str, path: &str, access: Access) -> Verdict {
+        let Some(rules) = &self.rules else {
             return Verdict::Allow;
         };
-        match tools.get(tool) {
-            None => Verdict::Deny(format!("the policy does not list tool `{tool}`")),
-            Some(globs) if globs.is_match(path) => Verdict::Allow,
-            Some(_) => Verdict::Deny(format!("the policy does not allow `{tool}` on `{path}`")),
+        let verb = match access {
+            Access::Read => "read",
+            Access::Write => "write",
+        };
+        if denies(&rules.deny, path) {
+            return Verdict::Deny(format!("the policy denies every tool access to `{path}`"));
+        }
+        let allowed = match rules.tools.get(tool) {
+            Some(tool_rules) => {
+                if denies(&tool_rules.deny, path) {
+                    return Verdict::Deny(format!("the policy denies `{tool}` access to `{path}`"));
+                }
+                let globs = match access {
+                    Access::Read => &tool_rules.read,
+                    Access::Write => &tool_rules.write,
+                };
+                globs.is_match(path)
+            }
+            None => match rules.default {
+                DefaultMode::Deny => {
+                    return Verdict::Deny(format!("the policy does not list tool `{tool}`"));
+                }
+                DefaultMode::ReadOnly => access == Access::Read,
+                DefaultMode::WorkspaceWrite => true,
+            },
+        };
+        if allowed {
+            Verdict::Allow
+        } else {
+            Verdict::Deny(format!(
+                "the policy does not allow `{tool}` to {verb} `{path}`"
+            ))
         }
     }
+
+    /// Whether `tool` may write anywhere at all (a tool that may not gets a read-only view).
+    pub fn may_write_somewhere(&self, tool: &str) -> bool {
+        match &self.rules {
+            None => true,
+            Some(rules) => match rules.tools.get(tool) {
+                Some(tool_rules) => !tool_rules.write.is_empty(),
+                None => rules.default == DefaultMode::WorkspaceWrite,
+            },
+        }
+    }
+}
+
+/// Whether a deny list matches `path` or one of its ancestors (denying a directory denies its content).
+fn denies(globs: &GlobSet, path: &str) -> bool {
+    if globs.is_empty() {
+        return false;
+    }
+    let mut prefix = path;
+    loop {
+        if globs.is_match(prefix) {
+            return true;
+        }
+        match prefix.rfind('/') {
+            Some(at) => prefix = &prefix[..at],
+            None => return false,
+        }
+    }
+}
+
+/// Compiles a list of globs; `dir/**` also matches `dir` itself.
+fn compile(scope: &str, globs: &[String]) -> Result<GlobSet, PolicyError> {
+    let mut set = GlobSetBuilder::new();
+    let error = |glob: &str, source| PolicyError::Glob {
+        scope: scope.to_owned(),
+        glob: glob.to_owned(),
+        source,
+    };
+    for glob in globs {
+        let mut patterns = vec![glob.as_str()];
+        if let Some(dir) = glob.strip_suffix("/**").filter(|d| !d.is_empty()) {
+            patterns.push(dir);
+        }
+        for pattern in patterns {
+            let compiled = GlobBuilder::new(pattern)
+                .literal_separator(true)
+                .build()
+                .map_err(|source| error(glob, source))?;
+            set.add(compiled);
+        }
+    }
+    set.build()
+        .map_err(|source| error(&globs.join(", "), source))
 }
 
 #[cfg(test)]
@@ -188,34 +316,98 @@ mod tests {
         paths = ["*"]
     "#;
 
+    fn allows(policy: &Policy, tool: &str, path: &str, access: Access) -> bool {
+        policy.check(tool, path, access).is_allow()
+    }
+
     #[test]
     fn globs_bind_tools_to_paths() {
         let policy = Policy::from_toml(POLICY).unwrap();
-        assert_eq!(policy.check_path("write_file", "notes.txt"), Verdict::Allow);
-        assert_eq!(
-            policy.check_path("write_file", "drafts/a/b.md"),
-            Verdict::Allow
-        );
-        assert!(matches!(
-            policy.check_path("write_file", "secrets.txt"),
-            Verdict::Deny(_)
+        assert!(allows(&policy, "write_file", "notes.txt", Access::Write));
+        assert!(allows(
+            &policy,
+            "write_file",
+            "drafts/a/b.md",
+            Access::Write
         ));
+        assert!(allows(&policy, "write_file", "drafts", Access::Write));
+        assert!(!allows(&policy, "write_file", "secrets.txt", Access::Write));
         assert!(
-            matches!(policy.check_path("list_dir", "a/b"), Verdict::Deny(_)),
+            !allows(&policy, "list_dir", "a/b", Access::Read),
             "* must not cross /"
         );
-        assert_eq!(policy.check_path("read_file", "a/b/c"), Verdict::Allow);
-        assert!(matches!(policy.check_tool("delete_file"), Verdict::Deny(_)));
-        assert!(matches!(
-            policy.check_path("delete_file", "notes.txt"),
-            Verdict::Deny(_)
-        ));
+        assert!(allows(&policy, "read_file", "a/b/c", Access::Read));
+        assert!(!policy.check_tool("delete_file").is_allow());
+        assert!(!allows(&policy, "delete_file", "notes.txt", Access::Read));
+    }
+
+    #[test]
+    fn deny_beats_every_allow_and_covers_what_is_beneath() {
+        let policy = Policy::from_toml(
+            r#"
+            deny = [".env", "**/.git/**", "**/*.pem"]
+            default = "workspace-write"
+            [tools.read_file]
+            paths = ["**"]
+            deny = ["private/**"]
+            "#,
+        )
+        .unwrap();
+        for path in [
+            ".env",
+            ".git",
+            ".git/config",
+            "a/.git/HEAD",
+            "keys/server.pem",
+        ] {
+            assert!(!allows(&policy, "read_file", path, Access::Read), "{path}");
+            assert!(
+                !allows(&policy, "anything", path, Access::Write),
+                "{path} (default mode)"
+            );
+        }
+        assert!(!allows(&policy, "read_file", "private/x/y", Access::Read));
+        assert!(allows(&policy, "read_file", "public/x", Access::Read));
+        assert!(
+            allows(&policy, "other", "private/x/y", Access::Write),
+            "a tool's deny list is its own"
+        );
+    }
+
+    #[test]
+    fn read_globs_do_not_allow_writes_and_writes_include_reads() {
+        let policy = Policy::from_toml(
+            r#"
+            [tools.edit_file]
+            read = ["docs/**"]
+            write = ["out/**"]
+            "#,
+        )
+        .unwrap();
+        assert!(allows(&policy, "edit_file", "docs/a.md", Access::Read));
+        assert!(!allows(&policy, "edit_file", "docs/a.md", Access::Write));
+        assert!(allows(&policy, "edit_file", "out/a.md", Access::Write));
+        assert!(allows(&policy, "edit_file", "out/a.md", Access::Read));
+        assert!(policy.may_write_somewhere("edit_file"));
+    }
+
+    #[test]
+    fn default_modes_for_unlisted_tools() {
+        let read_only = Policy::from_toml("default = \"read-only\"").unwrap();
+        assert!(read_only.check_tool("list_dir").is_allow());
+        assert!(allows(&read_only, "list_dir", "a/b", Access::Read));
+        assert!(!allows(&read_only, "write_file", "a/b", Access::Write));
+        assert!(!read_only.may_write_somewhere("write_file"));
+        let deny = Policy::from_toml("").unwrap();
+        assert!(!deny.check_tool("list_dir").is_allow());
+        assert!(!allows(&deny, "list_dir", ".", Access::Read));
+        assert!(Policy::from_toml("default = \"sometimes\"").is_err());
     }
 
     #[test]
     fn no_policy_allows_everything_but_hard_links() {
         let policy = Policy::allow_all();
-        assert_eq!(policy.check_path("anything", "x/y"), Verdict::Allow);
+        assert!(allows(&policy, "anything", "x/y", Access::Write));
         assert!(!policy.allows_hard_links());
     }
 
@@ -236,5 +428,6 @@ mod tests {
     fn unknown_keys_are_errors() {
         assert!(Policy::from_toml("[tools.write_file]\npath = [\"x\"]").is_err());
         assert!(Policy::from_toml("[tools.write_file]\npaths = [\"a[\"]").is_err());
+        assert!(Policy::from_toml("deny = [\"a[\"]").is_err());
     }
 }

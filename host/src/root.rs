@@ -1,14 +1,20 @@
 //! The allowed root: the one directory a call may touch, held as a capability.
 //!
 //! A [`Root`] is opened once, at the edge, with the only ambient-authority call in the library. Everything
-//! after that (the gate's path checks and the sandbox's preopen) goes through the open handle, so renaming
-//! or replacing the directory's path afterwards does not redirect a call somewhere else.
+//! after that (the gate's path checks, every call's view, the journal) goes through the open handle, so
+//! renaming or replacing the directory's path afterwards does not redirect a call somewhere else.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
+use cap_fs_ext::DirExt;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+
+/// The directory beneath the root where turngate keeps its state (the journal of applied calls, their
+/// pre-images and the staging area of running calls). No tool ever sees it: the gate refuses paths into
+/// it and every view hides it.
+pub const STATE_DIR: &str = ".turngate";
 
 /// A directory that tool calls are confined to.
 #[derive(Debug)]
@@ -36,18 +42,35 @@ impl Root {
         &self.dir
     }
 
-    /// A host path that names exactly the directory this handle holds, for `WasiCtxBuilder::preopened_dir`
-    /// (which only takes paths). On Linux that is the handle's `/proc/self/fd` entry, so the sandbox gets the
-    /// very directory the gate checked even if the original path has since been swapped.
-    pub(crate) fn preopen_path(&self) -> PathBuf {
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::AsRawFd;
-            let by_fd = PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()));
-            if by_fd.exists() {
-                return by_fd;
-            }
-        }
-        self.path.clone()
+    /// The directory `name` inside the state directory, both created when missing. Refuses a state
+    /// directory (or subdirectory) that is a symlink, so nobody can redirect turngate's own writes.
+    pub(crate) fn state_subdir(&self, name: &str) -> io::Result<Dir> {
+        state_subdir(&self.dir, name)
     }
+
+    /// The state directory, if it exists (without creating it).
+    pub(crate) fn existing_state_dir(&self) -> io::Result<Option<Dir>> {
+        match self.dir.open_dir_nofollow(STATE_DIR) {
+            Ok(dir) => Ok(Some(dir)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The directory `name` inside the state directory of the root `root`, both created when missing (see
+/// [`Root::state_subdir`]).
+pub(crate) fn state_subdir(root: &Dir, name: &str) -> io::Result<Dir> {
+    let state = open_or_create_dir(root, STATE_DIR)?;
+    open_or_create_dir(&state, name)
+}
+
+/// Opens the directory `name` in `parent` without following a symlink, creating it when missing.
+fn open_or_create_dir(parent: &Dir, name: &str) -> io::Result<Dir> {
+    match parent.create_dir(name) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    parent.open_dir_nofollow(name)
 }

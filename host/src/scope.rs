@@ -1,20 +1,31 @@
-//! Path scope: does a path argument stay beneath the root once symlinks are really resolved?
+//! Path scope: the file a path argument really names, found by resolving it beneath the root.
 //!
-//! The check walks the path one component at a time through the root's capability handle (cap-std), which
-//! follows symlinks only while they stay beneath the root and fails otherwise. Strings are never compared
-//! to decide scope. The sandbox enforces the same boundary again at run time, so a symlink swapped in after
-//! this check is still stopped there.
+//! [`check_path`] refuses what is wrong in the text of a path (empty, NUL, absolute, `..`), then resolves
+//! it through the root's capability handle one component at a time ([`crate::resolve`]), following each
+//! symlink while it stays beneath the root. The answer carries both the name the tool used and the
+//! location it leads to, so the gate can hold the policy to both. Special files (FIFOs, sockets,
+//! devices) and turngate's own state directory are refused here and never opened; so are hard-linked
+//! regular files unless the policy allows them. The per-call view resolves every path the tool opens at
+//! run time the same way, so a symlink swapped in after this check is still caught.
 
 use std::io;
 
-use crate::root::Root;
+use crate::resolve::{
+    Entry, EntryKind, Namespace, RelPath, ResolveError, ResolveOptions, has_windows_prefix, resolve,
+};
+use crate::root::{Root, STATE_DIR};
 
 /// A path argument that passed the scope check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopedPath {
-    /// The path relative to the root with `.` components removed; `.` for the root itself. This is what
-    /// policies match against.
-    pub normalized: String,
+    /// The path as given, normalized (`.` components and repeated `/` removed); what the tool will use.
+    pub name: RelPath,
+    /// Where the path really leads once every symlink is followed.
+    pub location: RelPath,
+    /// Every symlink followed on the way, in order.
+    pub hops: Vec<RelPath>,
+    /// What is at the location now (`None`: it does not exist yet).
+    pub entry: Option<Entry>,
 }
 
 /// Why a path argument is out of scope.
@@ -38,24 +49,57 @@ pub enum ScopeError {
     Escapes {
         /// The part of the path whose resolution failed.
         prefix: String,
-        /// What the operating system said.
+        /// Why.
         reason: String,
     },
     /// The path names a regular file with more than one hard link, which may be a file outside the root.
     #[error("`{0}` is a file with more than one hard link; the policy does not allow that")]
     HardLink(String),
+    /// The path names a FIFO, socket or device, which turngate never opens.
+    #[error("`{path}` is {kind}; turngate refuses special files")]
+    Special {
+        /// The location.
+        path: String,
+        /// What it is (`a FIFO (named pipe)`, `a socket`, ...).
+        kind: &'static str,
+    },
+    /// The path leads into turngate's own state directory (the journal), which no tool may touch.
+    #[error("`{0}` is inside turngate's state directory `{STATE_DIR}`, which no tool may touch")]
+    Reserved(String),
 }
 
-/// Checks one path argument.
-///
-/// A path that does not exist yet is in scope as long as its existing prefix is (a tool that writes may
-/// create it; a tool that reads reports it missing). Reads and writes are held to the same boundary: a
-/// hard link is refused for both, since reading one can leak a file from outside the root.
-pub fn check_path(
-    root: &Root,
-    path: &str,
-    allow_hard_links: bool,
-) -> Result<ScopedPath, ScopeError> {
+/// The real root as a [`Namespace`]: `lstat` and `readlink` through its capability handle.
+pub(crate) struct RootNamespace<'a>(pub(crate) &'a Root);
+
+impl Namespace for RootNamespace<'_> {
+    fn entry(&mut self, path: &RelPath) -> Result<Option<Entry>, ResolveError> {
+        let query = if path.is_root() { "." } else { path.as_str() };
+        match self.0.dir().symlink_metadata(query) {
+            Ok(metadata) => Ok(Some(Entry::from_metadata(&metadata))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(ResolveError::io(path, &e)),
+        }
+    }
+
+    fn link_target(&mut self, path: &RelPath) -> Result<String, ResolveError> {
+        let target = self
+            .0
+            .dir()
+            .read_link_contents(path.as_str())
+            .map_err(|e| ResolveError::io(path, &e))?;
+        target
+            .into_os_string()
+            .into_string()
+            .map_err(|_| ResolveError::Io {
+                path: path.clone(),
+                message: "the symlink's target is not valid UTF-8".into(),
+                kind: io::ErrorKind::InvalidData,
+            })
+    }
+}
+
+/// Splits a path argument into plain components, refusing what is wrong in its text.
+pub(crate) fn lexical_components(path: &str) -> Result<Vec<&str>, ScopeError> {
     if path.is_empty() {
         return Err(ScopeError::Empty);
     }
@@ -73,53 +117,81 @@ pub fn check_path(
             other => components.push(other),
         }
     }
-    let dir = root.dir();
-    for depth in 1..=components.len() {
-        let prefix = components[..depth].join("/");
-        match dir.metadata(&prefix) {
-            Ok(meta) => {
-                let last = depth == components.len();
-                if last && meta.is_file() && !allow_hard_links && hard_link_count(&meta) > 1 {
-                    return Err(ScopeError::HardLink(prefix));
-                }
-            }
-            // The rest does not exist yet (or a file is where a directory should be): the tool will say so.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-            {
-                break;
-            }
-            Err(e) => {
-                return Err(ScopeError::Escapes {
-                    prefix,
-                    reason: e.to_string(),
-                });
-            }
+    Ok(components)
+}
+
+/// Whether `path` is turngate's state directory or lies beneath it.
+pub(crate) fn is_reserved(path: &RelPath) -> bool {
+    path.components().next() == Some(STATE_DIR)
+}
+
+/// Checks one path argument.
+///
+/// A path that does not exist yet is in scope as long as its existing prefix is (a tool that writes may
+/// create it; a tool that reads reports it missing). Reads and writes are held to the same boundary: a
+/// hard link is refused for both, since reading one can leak a file from outside the root.
+pub fn check_path(
+    root: &Root,
+    path: &str,
+    allow_hard_links: bool,
+) -> Result<ScopedPath, ScopeError> {
+    let components = lexical_components(path)?;
+    let name = RelPath::from_components(components.iter().copied());
+    if is_reserved(&name) {
+        return Err(ScopeError::Reserved(name.to_string()));
+    }
+    let options = ResolveOptions {
+        follow_final: true,
+        missing_allowed: usize::MAX,
+    };
+    let resolution = resolve(
+        &mut RootNamespace(root),
+        &RelPath::root(),
+        components.iter().copied(),
+        options,
+    )
+    .map_err(|error| escapes(&name, error))?;
+    if let Some(hop) = resolution
+        .hops
+        .iter()
+        .chain([&resolution.location])
+        .find(|p| is_reserved(p))
+    {
+        return Err(ScopeError::Reserved(hop.to_string()));
+    }
+    if let Some(entry) = &resolution.entry {
+        if entry.kind.is_special() {
+            return Err(ScopeError::Special {
+                path: resolution.location.to_string(),
+                kind: entry.kind.describe(),
+            });
+        }
+        if entry.kind == EntryKind::File && !allow_hard_links && entry.nlink > 1 {
+            return Err(ScopeError::HardLink(resolution.location.to_string()));
         }
     }
-    let normalized = if components.is_empty() {
-        ".".to_owned()
-    } else {
-        components.join("/")
+    Ok(ScopedPath {
+        name,
+        location: resolution.location,
+        hops: resolution.hops,
+        entry: resolution.entry,
+    })
+}
+
+/// The scope error for a resolution failure, naming the prefix that failed.
+fn escapes(name: &RelPath, error: ResolveError) -> ScopeError {
+    let prefix = match &error {
+        ResolveError::AbsoluteLink { link, .. } | ResolveError::LinkEscapes { link, .. } => {
+            link.to_string()
+        }
+        ResolveError::NotDirectory(path)
+        | ResolveError::Missing(path)
+        | ResolveError::Hidden(path) => path.to_string(),
+        ResolveError::Io { path, .. } => path.to_string(),
+        ResolveError::AboveRoot | ResolveError::Loop => name.to_string(),
     };
-    Ok(ScopedPath { normalized })
-}
-
-fn has_windows_prefix(path: &str) -> bool {
-    let bytes = path.as_bytes();
-    bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':'
-}
-
-#[cfg(unix)]
-fn hard_link_count(meta: &cap_std::fs::Metadata) -> u64 {
-    use cap_std::fs::MetadataExt;
-    meta.nlink()
-}
-
-#[cfg(not(unix))]
-fn hard_link_count(_meta: &cap_std::fs::Metadata) -> u64 {
-    1
+    ScopeError::Escapes {
+        prefix,
+        reason: error.to_string(),
+    }
 }

@@ -1,25 +1,32 @@
-//! The toolbox: every loaded tool, and the facade that runs one call through gate and sandbox.
+//! The toolbox: every loaded tool, and the facade that runs one call from the gate to its applied effects.
 //!
 //! [`ToolboxBuilder`] collects components (the bundled tools, a directory of `*.wasm` files, or bytes),
 //! and [`ToolboxBuilder::build`] prepares each in the [`Sandbox`](crate::sandbox), asks it to describe
 //! itself, checks the descriptor and rejects duplicates, naming the file and the reason for every refusal.
-//! [`Toolbox::call`] is the whole single-call pipeline: gate, then a fresh sandboxed instance.
+//! [`Toolbox::call_in`] is the whole single-call pipeline: the gate; approval first for a tool that only
+//! reads and needs it; a fresh sandboxed instance over a view of exactly what the gate approved; the
+//! change set, checked against the approval and the policy again; review when asked for; and the
+//! journaled apply. [`Toolbox::call`] is the same with no approver.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
+use crate::approval::{ApprovalRequest, Approver};
 use crate::bundled::BUNDLED_COMPONENTS;
-use crate::descriptor::{DescriptorError, ToolDescriptor};
-use crate::gate::{ApprovedCall, check_call};
+use crate::cancel::Cancel;
+use crate::descriptor::{Access, DescriptorError, ToolContract, ToolDescriptor};
+use crate::effects::journal::CallMeta;
+use crate::effects::{ChangeSet, Effects};
+use crate::gate::{ApprovedCall, ToolCatalog, check_call};
 use crate::outcome::{CallError, CallOutcome};
 use crate::policy::Policy;
 use crate::root::Root;
 use crate::sandbox::{
-    CacheSetting, EngineError, Limits, PrepareError, Prepared, RunReport, Sandbox,
+    CacheSetting, EngineError, Limits, PrepareError, Prepared, RunError, RunReport, Sandbox,
 };
+use crate::view::{CallView, Grant};
 
 /// Where a tool came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,18 +49,18 @@ impl fmt::Display for ToolOrigin {
     }
 }
 
-/// A tool ready to be called: its checked descriptor, compiled schema and prepared component.
+/// A tool ready to be called: its checked contract (descriptor and compiled schema) and prepared
+/// component.
 pub struct LoadedTool {
-    descriptor: ToolDescriptor,
+    contract: ToolContract,
     origin: ToolOrigin,
-    validator: jsonschema::Validator,
     prepared: Prepared,
 }
 
 impl fmt::Debug for LoadedTool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LoadedTool")
-            .field("name", &self.descriptor.name)
+            .field("name", &self.contract.descriptor().name)
             .field("origin", &self.origin)
             .finish()
     }
@@ -62,7 +69,7 @@ impl fmt::Debug for LoadedTool {
 impl LoadedTool {
     /// What the tool said about itself.
     pub fn descriptor(&self) -> &ToolDescriptor {
-        &self.descriptor
+        self.contract.descriptor()
     }
 
     /// Where it came from.
@@ -77,11 +84,7 @@ impl LoadedTool {
 
     /// Whether `input` is valid against the tool's schema.
     pub fn accepts(&self, input: &serde_json::Value) -> bool {
-        self.validator.is_valid(input)
-    }
-
-    pub(crate) fn validator(&self) -> &jsonschema::Validator {
-        &self.validator
+        self.contract.validator().is_valid(input)
     }
 }
 
@@ -220,14 +223,15 @@ impl ToolboxBuilder {
         let mut tools: BTreeMap<String, LoadedTool> = BTreeMap::new();
         for (origin, bytes) in sources {
             let tool = load_tool(&sandbox, origin, &bytes).await?;
-            if let Some(first) = tools.get(&tool.descriptor.name) {
+            let name = tool.descriptor().name.clone();
+            if let Some(first) = tools.get(&name) {
                 return Err(ToolboxError::DuplicateName {
-                    name: tool.descriptor.name.clone(),
+                    name,
                     first: first.origin.clone(),
                     second: tool.origin,
                 });
             }
-            tools.insert(tool.descriptor.name.clone(), tool);
+            tools.insert(name, tool);
         }
         Ok(Toolbox { sandbox, tools })
     }
@@ -269,16 +273,15 @@ async fn load_tool(
     };
     let prepared = sandbox.prepare(bytes).map_err(component_error)?;
     let raw = sandbox.describe(&prepared).await.map_err(component_error)?;
-    let (descriptor, validator) =
+    let contract =
         ToolDescriptor::from_guest(raw.name, raw.description, &raw.input_schema, raw.paths)
             .map_err(|source| ToolboxError::Descriptor {
                 origin: origin.clone(),
                 source,
             })?;
     Ok(LoadedTool {
-        descriptor,
+        contract,
         origin,
-        validator,
         prepared,
     })
 }
@@ -318,8 +321,8 @@ impl Toolbox {
         self.sandbox.limits()
     }
 
-    /// Runs one call: the gate's checks (strict parse, known tool, schema, path scope, policy), then, if
-    /// approved, a fresh sandboxed instance of the tool. Nothing runs when the gate refuses.
+    /// Runs one call with no approver and its own journal handle: [`Toolbox::call_in`] with a default
+    /// [`CallContext`]. Nothing runs when the gate refuses; a tool marked `approval = "ask"` is denied.
     pub async fn call(
         &self,
         root: &Root,
@@ -327,15 +330,21 @@ impl Toolbox {
         name: &str,
         raw_input: &str,
     ) -> CallOutcome {
-        match check_call(self, root, policy, name, raw_input) {
-            Ok(approved) => self.run(root, &approved).await,
-            Err(refusal) => CallOutcome {
-                tool: name.to_owned(),
-                result: Err(CallError::Gate(refusal)),
-                stdout: Vec::new(),
-                stderr: Vec::new(),
-                duration: Duration::ZERO,
-            },
+        let mut effects = Effects::default();
+        let mut context = CallContext::new(root, policy, &mut effects);
+        self.call_in(&mut context, name, raw_input).await
+    }
+
+    /// Runs one call from the gate to its applied effects (see the module docs).
+    pub async fn call_in(
+        &self,
+        context: &mut CallContext<'_>,
+        name: &str,
+        raw_input: &str,
+    ) -> CallOutcome {
+        match check_call(self, context.root, context.policy, name, raw_input) {
+            Ok(approved) => self.run_in(context, &approved, raw_input).await,
+            Err(refusal) => CallOutcome::refused(name, CallError::Gate(refusal)),
         }
     }
 
@@ -344,31 +353,220 @@ impl Toolbox {
     /// schema forbids. Returns `None` when there is no tool of that name.
     pub async fn probe(&self, name: &str, raw_input: &str) -> Option<CallOutcome> {
         let tool = self.tools.get(name)?;
-        let report = self.sandbox.run(&tool.prepared, None, raw_input).await;
+        let report = self
+            .sandbox
+            .run(&tool.prepared, None, raw_input, None)
+            .await;
         Some(outcome(tool, report))
     }
 
-    /// Runs a call the gate approved.
-    pub async fn run(&self, root: &Root, approved: &ApprovedCall<'_>) -> CallOutcome {
-        let tool = approved.tool();
-        let filesystem = tool
-            .descriptor
-            .filesystem_access()
-            .map(|access| (root, access));
-        let report = self
+    /// Runs a call the gate approved, with no approver: see [`Toolbox::run_in`].
+    pub async fn run(
+        &self,
+        root: &Root,
+        policy: &Policy,
+        approved: &ApprovedCall<'_>,
+    ) -> CallOutcome {
+        let mut effects = Effects::default();
+        let mut context = CallContext::new(root, policy, &mut effects);
+        self.run_in(&mut context, approved, approved.input()).await
+    }
+
+    /// Runs a call the gate approved in a view of exactly its approved paths, then checks, reviews and
+    /// applies what it changed. `raw_input` is the input as the model sent it (shown to the approver).
+    pub async fn run_in(
+        &self,
+        context: &mut CallContext<'_>,
+        approved: &ApprovedCall<'_>,
+        raw_input: &str,
+    ) -> CallOutcome {
+        let name = approved.tool_name();
+        let Some(tool) = self.tools.get(name) else {
+            return CallOutcome::refused(
+                name,
+                CallError::Gate(crate::gate::GateError::UnknownTool(name.to_owned())),
+            );
+        };
+        let access = tool.descriptor().filesystem_access();
+        let asks = context.policy.needs_approval(name);
+        let paths: Vec<_> = approved
+            .paths()
+            .iter()
+            .map(|p| (p.location.clone(), p.access))
+            .collect();
+        // A call that only reads is asked about before it runs: what it reads is what it reveals.
+        if asks && access != Some(Access::Write) {
+            let request = ApprovalRequest {
+                id: context.call_id.as_deref(),
+                tool: name,
+                input: raw_input,
+                paths: paths.clone(),
+                changes: None,
+                diff: "",
+            };
+            if let Err(denied) = context.ask(&request).await {
+                return CallOutcome::refused(name, denied);
+            }
+        }
+        let view = access.map(|_| {
+            let grants = approved
+                .paths()
+                .iter()
+                .map(|p| Grant {
+                    location: p.location.clone(),
+                    access: p.access,
+                })
+                .collect();
+            context.root.dir().try_clone().map(|root| {
+                CallView::new(
+                    root,
+                    name,
+                    context.policy,
+                    grants,
+                    self.sandbox.limits().staged_bytes,
+                )
+            })
+        });
+        let view = match view.transpose() {
+            Ok(view) => view,
+            Err(e) => {
+                let error =
+                    RunError::Setup(format!("cannot open the root for the call's view: {e}"));
+                return CallOutcome::refused(name, CallError::Run(error));
+            }
+        };
+        let mut report = self
             .sandbox
-            .run(&tool.prepared, filesystem, approved.input())
+            .run(&tool.prepared, view, approved.input(), context.cancel)
             .await;
-        outcome(tool, report)
+        let view = report.view.take();
+        let mut outcome = outcome(tool, report);
+        let (Ok(output), Some(view)) = (&outcome.result, view) else {
+            return outcome;
+        };
+        let applied = self
+            .apply(context, approved, raw_input, &paths, view, output.clone())
+            .await;
+        match applied {
+            Ok(Some(entry)) => {
+                outcome.journal_seq = Some(entry.seq);
+                outcome.changes = entry.changes;
+            }
+            Ok(None) => {}
+            Err(error) => outcome.result = Err(error),
+        }
+        outcome
+    }
+
+    /// The change set of a call that returned: checked, reviewed when asked for, applied.
+    async fn apply(
+        &self,
+        context: &mut CallContext<'_>,
+        approved: &ApprovedCall<'_>,
+        raw_input: &str,
+        paths: &[(crate::resolve::RelPath, Access)],
+        view: CallView,
+        output: String,
+    ) -> Result<Option<crate::effects::journal::JournalEntry>, CallError> {
+        let name = approved.tool_name();
+        let mut changes = ChangeSet::from_upper(view.finish())?;
+        changes.check(name, approved.paths(), context.policy)?;
+        if changes.is_empty() {
+            return Ok(None);
+        }
+        if context.review || context.policy.needs_approval(name) {
+            let diff = changes.diff();
+            let request = ApprovalRequest {
+                id: context.call_id.as_deref(),
+                tool: name,
+                input: raw_input,
+                paths: paths.to_vec(),
+                changes: Some(&changes),
+                diff: &diff,
+            };
+            context.ask(&request).await?;
+        }
+        let meta = CallMeta {
+            call_id: context.call_id.clone(),
+            turn: context.turn.clone(),
+            tool: name.to_owned(),
+            output: Some(output),
+        };
+        Ok(context.effects.apply(context.root, &meta, &changes)?)
+    }
+}
+
+/// Everything one call runs with besides its tool and input.
+pub struct CallContext<'a> {
+    /// The root the call is confined to.
+    pub root: &'a Root,
+    /// The policy.
+    pub policy: &'a Policy,
+    /// The root's journal, where changes are applied.
+    pub effects: &'a mut Effects,
+    /// Asked before calls of tools marked `approval = "ask"` (and every change set when `review`);
+    /// `None` denies them.
+    pub approver: Option<&'a dyn Approver>,
+    /// Review every change set before it applies, not only those of tools marked `approval = "ask"`.
+    pub review: bool,
+    /// Stops the call while it runs; a stopped call applies nothing.
+    pub cancel: Option<&'a Cancel>,
+    /// The provider's call ID (journaled, shown to the approver).
+    pub call_id: Option<String>,
+    /// The turn the call belongs to (journaled; `turngate undo --turn`).
+    pub turn: Option<String>,
+}
+
+impl<'a> CallContext<'a> {
+    /// A context with no approver, no review, no cancellation and no IDs.
+    pub fn new(root: &'a Root, policy: &'a Policy, effects: &'a mut Effects) -> CallContext<'a> {
+        CallContext {
+            root,
+            policy,
+            effects,
+            approver: None,
+            review: false,
+            cancel: None,
+            call_id: None,
+            turn: None,
+        }
+    }
+
+    /// Asks the approver; a denial (or no approver) is the call's error.
+    async fn ask(&self, request: &ApprovalRequest<'_>) -> Result<(), CallError> {
+        let what = if request.changes.is_some() {
+            "its changes were not applied"
+        } else {
+            "not run"
+        };
+        match self.approver {
+            Some(approver) if approver.approve(request).await => Ok(()),
+            Some(_) => Err(CallError::Approval(format!(
+                "the user did not give approval for this `{}` call: {what}",
+                request.tool
+            ))),
+            None => Err(CallError::Approval(format!(
+                "`{}` needs approval and there is nobody to ask: {what}",
+                request.tool
+            ))),
+        }
+    }
+}
+
+impl ToolCatalog for Toolbox {
+    fn contract(&self, name: &str) -> Option<&ToolContract> {
+        self.tools.get(name).map(|tool| &tool.contract)
     }
 }
 
 fn outcome(tool: &LoadedTool, report: RunReport) -> CallOutcome {
     CallOutcome {
-        tool: tool.descriptor.name.clone(),
+        tool: tool.descriptor().name.clone(),
         result: report.result.map_err(CallError::Run),
         stdout: report.stdout.to_vec(),
         stderr: report.stderr.to_vec(),
         duration: report.duration,
+        changes: Vec::new(),
+        journal_seq: None,
     }
 }

@@ -123,6 +123,33 @@ impl Workspace {
     pub fn exists(&self, rel: &str) -> bool {
         self.root_path().join(rel).symlink_metadata().is_ok()
     }
+
+    /// The names in the root, turngate's state directory left out, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.root_path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name != turngate::root::STATE_DIR)
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Whether no staging directory is left in turngate's state directory (every call cleaned up).
+    pub fn no_staging_left(&self) -> bool {
+        let staging = self
+            .root_path()
+            .join(turngate::root::STATE_DIR)
+            .join("staging");
+        std::fs::read_dir(staging).map_or(true, |mut entries| entries.next().is_none())
+    }
+
+    /// Every file beneath the root (see [`hash_tree`]), turngate's state directory left out.
+    pub fn tree(&self) -> BTreeMap<PathBuf, String> {
+        let mut tree = hash_tree(&self.root_path());
+        tree.retain(|path, _| !path.starts_with(turngate::root::STATE_DIR));
+        tree
+    }
 }
 
 /// SHA-256 of every file beneath `dir` (not following symlinks), keyed by relative path.

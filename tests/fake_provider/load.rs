@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use turngate::Cancel;
 use turngate::live::agent::{Agent, AgentConfig, Quiet};
 use turngate::live::client::{ClientOptions, LiveClient};
 use turngate::live::request::{ApiKey, Endpoint};
 use turngate::live::retry::RetryPolicy;
-use turngate::pipeline::Cancel;
 use turngate::{Policy, Provider, Root, Toolbox};
 
 use super::sse::{self, End, write};

@@ -1,11 +1,11 @@
 //! `turngate agent` glue: text to stderr, log records to the log file as they happen, and approval
-//! asked on the terminal (denied when standard input is not a terminal).
+//! asked on the terminal (denied when standard input is not a terminal), also for `run` and `call`.
 
 use std::fs::File;
 use std::io::{BufRead, IsTerminal, Write};
 
 use turngate::live::agent::{AgentObserver, LogRecord};
-use turngate::pipeline::{ApprovalFuture, ApprovalRequest, Approver};
+use turngate::{ApprovalFuture, ApprovalRequest, Approver};
 
 /// Echoes text deltas to stderr and appends every log record to the log file.
 pub struct CliObserver {
@@ -35,27 +35,37 @@ impl AgentObserver for CliObserver {
     }
 }
 
-/// Asks on the terminal: `y` or `yes` approves, anything else (or no terminal) denies.
+/// Asks on the terminal: `y` or `yes` approves, anything else (or no terminal) denies. A call that
+/// changes files is shown as the unified diff of its changes; a call that only reads, by its input.
 pub struct TerminalApprover;
 
 impl Approver for TerminalApprover {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
-        let question = format!(
-            "\nturngate: the model calls `{}` (id {}) with {}\n  paths: {}\nAllow this call? [y/N] ",
+        let call = format!(
+            "`{}` (id {}) with {}",
             request.tool,
             request.id.unwrap_or("-"),
-            request.input,
-            if request.paths.is_empty() {
-                "none".to_owned()
-            } else {
-                request
-                    .paths
-                    .iter()
-                    .map(|(p, a)| format!("{p} ({a:?})"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
+            request.input
         );
+        let question = match request.changes {
+            Some(_) => format!(
+                "\nturngate: the model's call {call} would make these changes:\n{}Apply them? [y/N] ",
+                request.diff
+            ),
+            None => format!(
+                "\nturngate: the model calls {call}\n  paths: {}\nAllow this call? [y/N] ",
+                if request.paths.is_empty() {
+                    "none".to_owned()
+                } else {
+                    request
+                        .paths
+                        .iter()
+                        .map(|(p, a)| format!("{p} ({a:?})"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ),
+        };
         Box::pin(async move {
             if !std::io::stdin().is_terminal() {
                 eprintln!(

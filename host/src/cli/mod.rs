@@ -1,7 +1,8 @@
-//! The binary's modules: reading streams for `run`, the `demo`, the tool author's commands, and the
-//! `agent`'s terminal glue.
+//! The binary's modules: reading streams for `run`, the `demo`, the tool author's commands, the
+//! terminal glue of `agent` (and the approver `run` and `call` share), and `journal` / `undo`.
 
 pub mod agent;
 pub mod demo;
+pub mod journal;
 pub mod stream;
 pub mod tools;

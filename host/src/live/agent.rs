@@ -15,10 +15,10 @@
 
 use serde::Serialize;
 
+use crate::approval::Approver;
 use crate::audit::{AuditRecord, now_ms};
-use crate::pipeline::{
-    Approver, CallReport, Cancel, TurnHooks, TurnOptions, TurnReport, process_turn_with,
-};
+use crate::cancel::Cancel;
+use crate::pipeline::{CallReport, TurnHooks, TurnOptions, TurnReport, process_turn_with};
 use crate::policy::Policy;
 use crate::root::Root;
 use crate::toolbox::Toolbox;
@@ -66,8 +66,10 @@ pub struct AgentConfig {
     pub regeneration: RegenerationPolicy,
     /// API-error retry bounds.
     pub retry: RetryPolicy,
-    /// Produce the turn gate's audit records (hashes paths around each call).
+    /// Produce the turn gate's audit records (with the hashes of every applied change).
     pub audit: bool,
+    /// Ask the approver about every change set before it applies (`--review`).
+    pub review: bool,
 }
 
 impl Default for AgentConfig {
@@ -77,6 +79,7 @@ impl Default for AgentConfig {
             regeneration: RegenerationPolicy::default(),
             retry: RetryPolicy::default(),
             audit: true,
+            review: false,
         }
     }
 }
@@ -366,6 +369,8 @@ impl Agent<'_> {
                     };
                     let options = TurnOptions {
                         audit: self.config.audit,
+                        review: self.config.review,
+                        turn_id: None,
                     };
                     let report = process_turn_with(
                         self.toolbox,

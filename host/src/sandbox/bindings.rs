@@ -1,4 +1,5 @@
-//! Host bindings of the tool world (`wit/tool.wit`), generated once here.
+//! Every `bindgen!` of the host, generated once here: the tool world (`wit/tool.wit`), and the
+//! `wasi:filesystem` interfaces turngate implements itself over a call's view (`host/wit/`).
 
 wasmtime::component::bindgen!({
     world: "tool",
@@ -7,3 +8,23 @@ wasmtime::component::bindgen!({
 });
 
 pub(crate) use turngate::tool::types::Access;
+
+/// `wasi:filesystem@0.2` with turngate's own descriptor types; `wasi:io` and `wasi:clocks` are
+/// wasmtime-wasi's, so streams and pollables are shared with the rest of the WASI context.
+pub(crate) mod view {
+    wasmtime::component::bindgen!({
+        world: "turngate:host/view-filesystem",
+        path: "wit",
+        imports: { default: trappable },
+        require_store_data_send: true,
+        trappable_error_type: {
+            "wasi:filesystem/types.error-code" => crate::sandbox::filesystem::FsError,
+        },
+        with: {
+            "wasi:io": wasmtime_wasi_io::bindings::wasi::io,
+            "wasi:clocks/wall-clock": wasmtime_wasi::p2::bindings::clocks::wall_clock,
+            "wasi:filesystem/types.descriptor": crate::sandbox::filesystem::Descriptor,
+            "wasi:filesystem/types.directory-entry-stream": crate::sandbox::filesystem::DirectoryEntries,
+        },
+    });
+}

@@ -13,6 +13,9 @@ pub struct Limits {
     pub memory_bytes: usize,
     /// Bytes of output: the returned result, and each of stdout and stderr. Default 1 MiB.
     pub output_bytes: usize,
+    /// Bytes a call may stage (write into its view) before they are applied; past it, writes fail with
+    /// `insufficient-space`. Default 256 MiB.
+    pub staged_bytes: u64,
 }
 
 impl Default for Limits {
@@ -21,6 +24,7 @@ impl Default for Limits {
             wall_time: Duration::from_secs(10),
             memory_bytes: 64 << 20,
             output_bytes: 1 << 20,
+            staged_bytes: 256 << 20,
         }
     }
 }

@@ -1,15 +1,19 @@
 //! The component sandbox: one engine, tools compiled once, a fresh store per call.
 //!
 //! `Sandbox` owns the process's wasmtime `Engine` (pooling allocator, epoch interruption driven by a
-//! ticker thread), a linker holding the WASI 0.2 interfaces tools may import (`wasi.rs`: no sockets), and
-//! the precompiled-component cache. `Sandbox::prepare` turns component bytes into a `Prepared` tool (an
-//! `InstancePre` of the tool world, refused if it imports anything the sandbox does not grant);
-//! `Sandbox::run` instantiates it in a new `Store` whose WASI context holds
-//! nothing but the root (read-only for read-only tools, absent for tools without paths), calls it under
-//! the [`Limits`], and maps every way a call can end to its own [`RunError`].
+//! ticker thread), a linker holding the WASI 0.2 interfaces tools may import (`wasi.rs`: no sockets;
+//! `filesystem.rs`: `wasi:filesystem` over the call's view), and the precompiled-component cache.
+//! `Sandbox::prepare` turns component bytes into a `Prepared` tool (an `InstancePre` of the tool world,
+//! refused if it imports anything the sandbox does not grant); `Sandbox::run` instantiates it in a new
+//! `Store` whose only filesystem is the call's [`CallView`] (none for tools without paths), calls it
+//! under the [`Limits`] on a thread of its own, and maps every way a call can end to its own
+//! [`RunError`]. The caller waits for the wall-time limit at most, whatever the guest or a host call is
+//! doing, and gets the view back (with what the call staged) only when the call returned.
 
 pub(crate) mod bindings;
 mod cache;
+mod errors;
+pub(crate) mod filesystem;
 mod limits;
 mod output;
 mod wasi;
@@ -20,16 +24,18 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
-use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use self::bindings::{Tool, ToolPre};
 use self::cache::PrecompiledCache;
+use self::filesystem::ViewCtx;
 use self::limits::{CallLimiter, MemoryLimitExceeded};
 use self::output::{BoundedOutput, OutputLimitExceeded};
+use crate::cancel::Cancel;
 use crate::descriptor::{Access, PathParam};
-use crate::outcome::{RunError, ToolError};
-use crate::root::Root;
+use crate::view::CallView;
 
+pub use self::errors::{RunError, ToolError};
 pub use self::limits::Limits;
 
 /// How often the ticker thread advances the engine's epoch; the resolution of the wall-time limit.
@@ -38,8 +44,10 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// Most bytes of a trapped guest's stderr quoted in its error (enough for a panic message).
 const TRAP_STDERR_TAIL: usize = 4096;
 
-/// The name under which a tool sees the root.
-const GUEST_ROOT: &str = "/";
+/// How long a call that hit its wall-time limit is given to unwind (drop its store and its staging
+/// directory) before the caller stops waiting for it. A guest stuck in a host call past this is left to
+/// its thread; it can change nothing, since the real root is never writable through a view.
+const UNWIND_GRACE: Duration = Duration::from_secs(2);
 
 /// Where precompiled components are cached.
 #[derive(Debug, Clone, Default)]
@@ -84,12 +92,13 @@ pub(crate) struct RawDescriptor {
 }
 
 /// Everything one call produced.
-#[derive(Debug)]
 pub(crate) struct RunReport {
     pub(crate) result: Result<String, RunError>,
     pub(crate) stdout: Bytes,
     pub(crate) stderr: Bytes,
     pub(crate) duration: Duration,
+    /// The call's view, with what it staged: only when the call returned (ok or with a tool error).
+    pub(crate) view: Option<CallView>,
 }
 
 /// Why a component was not accepted as a tool.
@@ -129,11 +138,21 @@ pub enum PrepareError {
 #[error("could not set up the wasmtime engine: {0:#}")]
 pub struct EngineError(wasmtime::Error);
 
-/// Per-call store data: the WASI context and the memory limiter.
+/// Per-call store data: the WASI context, the call's view of the root and the memory limiter.
 pub(crate) struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
+    view: Option<CallView>,
     limiter: CallLimiter,
+}
+
+impl CallState {
+    fn filesystem(&mut self) -> ViewCtx<'_> {
+        ViewCtx {
+            table: &mut self.table,
+            view: self.view.as_mut(),
+        }
+    }
 }
 
 impl WasiView for CallState {
@@ -159,7 +178,7 @@ impl Sandbox {
         start_epoch_ticker(&engine);
 
         let mut linker = Linker::new(&engine);
-        wasi::add_to_linker(&mut linker).map_err(EngineError)?;
+        wasi::add_to_linker(&mut linker, CallState::filesystem).map_err(EngineError)?;
 
         let cache_dir = match cache {
             CacheSetting::Default => PrecompiledCache::default_dir(),
@@ -215,7 +234,7 @@ impl Sandbox {
 
     /// Asks a prepared tool to describe itself (in a store with no filesystem).
     pub(crate) async fn describe(&self, tool: &Prepared) -> Result<RawDescriptor, PrepareError> {
-        let (mut store, _stdout, stderr) = self.new_store(None).map_err(PrepareError::Describe)?;
+        let (mut store, _stdout, stderr) = self.new_store(None);
         let work = async {
             let instance = tool.pre.instantiate_async(&mut store).await?;
             instance.call_describe(&mut store).await
@@ -245,82 +264,132 @@ impl Sandbox {
         })
     }
 
-    /// Runs one call in a fresh instance. `filesystem` is the root and the access the tool declared;
-    /// `None` gives the tool no filesystem at all.
+    /// Runs one call in a fresh instance whose only filesystem is `view` (`None`: no filesystem).
     pub(crate) async fn run(
         &self,
         tool: &Prepared,
-        filesystem: Option<(&Root, Access)>,
+        view: Option<CallView>,
         input: &str,
+        cancel: Option<&Cancel>,
     ) -> RunReport {
         let started = Instant::now();
-        let (mut store, stdout, stderr) = match self.new_store(filesystem) {
-            Ok(parts) => parts,
-            Err(e) => {
-                return RunReport {
-                    result: Err(e),
-                    stdout: Bytes::new(),
-                    stderr: Bytes::new(),
-                    duration: started.elapsed(),
-                };
-            }
-        };
-        let work = async {
-            let instance: Tool = tool.pre.instantiate_async(&mut store).await?;
-            instance.call_call(&mut store, input).await
-        };
+        let (store, stdout, stderr) = self.new_store(view);
         let limits = self.limits;
-        let result = match tokio::time::timeout(limits.wall_time, work).await {
-            Err(_) => Err(RunError::Timeout {
-                limit: limits.wall_time,
-            }),
-            Ok(Err(trap)) => Err(classify(trap, &stderr.contents(), limits)),
-            Ok(Ok(Err(tool_error))) => Err(RunError::Tool(ToolError::from(tool_error))),
-            Ok(Ok(Ok(output))) if output.len() > limits.output_bytes => {
-                Err(RunError::OutputLimit {
-                    limit: limits.output_bytes,
-                })
+        let pre = tool.pre.clone();
+        let input = input.to_owned();
+        let (stop_thread, stopped_thread) = tokio::sync::oneshot::channel::<()>();
+        let (done, finished) = tokio::sync::oneshot::channel();
+        let runtime = tokio::runtime::Handle::current();
+        // The guest runs on a thread of its own, so the wall-time limit holds even while a host call
+        // blocks; timers (a guest's sleep) are still driven by the caller's runtime.
+        let spawned = std::thread::Builder::new()
+            .name("turngate-call".into())
+            .spawn(move || {
+                let mut store = store;
+                let result = runtime.block_on(async {
+                    let work = async {
+                        let instance: Tool = pre.instantiate_async(&mut store).await?;
+                        instance.call_call(&mut store, &input).await
+                    };
+                    tokio::select! {
+                        result = work => Some(result),
+                        _ = stopped_thread => None,
+                    }
+                });
+                let view = store.into_data().view;
+                let _ = done.send((result, view));
+            });
+        if let Err(e) = spawned {
+            return RunReport {
+                result: Err(RunError::Setup(format!(
+                    "cannot start the call's thread: {e}"
+                ))),
+                stdout: Bytes::new(),
+                stderr: Bytes::new(),
+                duration: started.elapsed(),
+                view: None,
+            };
+        }
+        let mut finished = finished;
+        let stopped = async {
+            match cancel {
+                Some(signal) => signal.cancelled().await,
+                None => std::future::pending().await,
             }
-            Ok(Ok(Ok(output))) => Ok(output),
         };
-        drop(store);
+        let waited = tokio::select! {
+            waited = tokio::time::timeout(limits.wall_time, &mut finished) => waited.map_err(|_| {
+                RunError::Timeout {
+                    limit: limits.wall_time,
+                }
+            }),
+            () = stopped => Err(RunError::Cancelled),
+        };
+        let (result, view) = match waited {
+            Ok(Ok((Some(result), view))) => (result, view),
+            Ok(Ok((None, _))) | Ok(Err(_)) => {
+                let error = RunError::Setup("the call's thread ended without an answer".into());
+                return self.report(Err(error), &stdout, &stderr, started, None);
+            }
+            Err(stop) => {
+                let _ = stop_thread.send(());
+                let _ = tokio::time::timeout(UNWIND_GRACE, finished).await;
+                return self.report(Err(stop), &stdout, &stderr, started, None);
+            }
+        };
+        let result = match result {
+            Err(trap) => Err(classify(trap, &stderr.contents(), limits)),
+            Ok(Err(tool_error)) => Err(RunError::Tool(ToolError::from(tool_error))),
+            Ok(Ok(output)) if output.len() > limits.output_bytes => Err(RunError::OutputLimit {
+                limit: limits.output_bytes,
+            }),
+            Ok(Ok(output)) => Ok(output),
+        };
+        // Only a call that returned keeps its view: after a trap or a limit, what it staged is dropped.
+        let view = match &result {
+            Ok(_) | Err(RunError::Tool(_)) => view,
+            Err(_) => None,
+        };
+        self.report(result, &stdout, &stderr, started, view)
+    }
+
+    fn report(
+        &self,
+        result: Result<String, RunError>,
+        stdout: &BoundedOutput,
+        stderr: &BoundedOutput,
+        started: Instant,
+        view: Option<CallView>,
+    ) -> RunReport {
         RunReport {
             result,
             stdout: stdout.contents(),
             stderr: stderr.contents(),
             duration: started.elapsed(),
+            view,
         }
     }
 
-    /// A store with a WASI context that grants only the root (if any), bounded stdio, and the limits.
+    /// A store whose WASI context grants only `view` (if any), bounded stdio, and the limits.
     fn new_store(
         &self,
-        filesystem: Option<(&Root, Access)>,
-    ) -> Result<(Store<CallState>, BoundedOutput, BoundedOutput), RunError> {
+        view: Option<CallView>,
+    ) -> (Store<CallState>, BoundedOutput, BoundedOutput) {
         let stdout = BoundedOutput::new(self.limits.output_bytes);
         let stderr = BoundedOutput::new(self.limits.output_bytes);
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .allow_blocking_current_thread(true);
-        if let Some((root, access)) = filesystem {
-            let perms = match access {
-                Access::Read => FsPerms::ReadOnly,
-                Access::Write => FsPerms::ReadWrite,
-            };
-            wasi.preopened_dir(root.preopen_path(), GUEST_ROOT, perms)
-                .map_err(|e| RunError::Setup(format!("cannot preopen the root: {e:#}")))?;
-        }
+        wasi.stdout(stdout.clone()).stderr(stderr.clone());
         let state = CallState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
+            view,
             limiter: CallLimiter::new(self.limits.memory_bytes),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(deadline_ticks(self.limits.wall_time));
         store.epoch_deadline_trap();
-        Ok((store, stdout, stderr))
+        (store, stdout, stderr)
     }
 }
 

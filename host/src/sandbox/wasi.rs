@@ -3,16 +3,19 @@
 //! Tools get `wasi:io`, `wasi:cli` (environment, exit, stdio, terminal), `wasi:clocks`, `wasi:filesystem`
 //! and `wasi:random`. `wasi:sockets` is deliberately not linked (unlike `wasmtime_wasi::p2::add_to_linker_async`),
 //! so a component that imports it is refused when it is loaded, with the imports named, rather than
-//! denied one address at a time at run time.
+//! denied one address at a time at run time. `wasi:filesystem` is turngate's own implementation over
+//! the call's view (`filesystem.rs`), not wasmtime-wasi's over a host directory.
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime_wasi::WasiView;
 use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
 use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView as _};
-use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView as _};
-use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random};
+use wasmtime_wasi::p2::bindings::{cli, clocks, random};
 use wasmtime_wasi::random::WasiRandom;
 use wasmtime_wasi_io::bindings::wasi::io;
+
+use super::bindings::view;
+use super::filesystem::{ViewCtx, ViewFilesystem};
 
 /// Interface namespaces the sandbox grants (`wasi:io/streams@0.2.6` is granted, `wasi:sockets/tcp` is not).
 pub(crate) const GRANTED: &[&str] = &[
@@ -38,15 +41,18 @@ impl HasData for HasIo {
     type Data<'a> = &'a mut ResourceTable;
 }
 
-/// Links the granted interfaces (async variants) into `linker`.
-pub(crate) fn add_to_linker<T: WasiView>(l: &mut Linker<T>) -> wasmtime::Result<()> {
+/// Links the granted interfaces into `linker`; `filesystem` reaches the call's view in the store.
+pub(crate) fn add_to_linker<T: WasiView>(
+    l: &mut Linker<T>,
+    filesystem: fn(&mut T) -> ViewCtx<'_>,
+) -> wasmtime::Result<()> {
     io::error::add_to_linker::<T, HasIo>(l, |t| t.ctx().table)?;
     io::poll::add_to_linker::<T, HasIo>(l, |t| t.ctx().table)?;
     io::streams::add_to_linker::<T, HasIo>(l, |t| t.ctx().table)?;
     clocks::wall_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
     clocks::monotonic_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
-    filesystem::preopens::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
-    filesystem::types::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
+    view::wasi::filesystem::preopens::add_to_linker::<T, ViewFilesystem>(l, filesystem)?;
+    view::wasi::filesystem::types::add_to_linker::<T, ViewFilesystem>(l, filesystem)?;
     random::random::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
     random::insecure::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
     random::insecure_seed::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;

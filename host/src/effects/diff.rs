@@ -1,0 +1,149 @@
+//! A change set as a unified diff, for the user (or the embedding program) to review before it applies.
+//!
+//! Text files get `diff -u` hunks (`--- a/path`, `+++ b/path`, three lines of context); binary files,
+//! symlinks and directories get one line saying what happens. Each file's text is diffed up to
+//! [`MAX_DIFF_FILE`] bytes and the whole diff is cut at [`MAX_DIFF_BYTES`], with a line saying so, so a
+//! huge change cannot flood a terminal or a client.
+
+use std::fmt::Write as _;
+use std::io::Read;
+
+use similar::TextDiff;
+
+use super::{Change, ChangeKind, ChangeSet};
+
+/// Largest file whose text is diffed line by line; bigger ones are summarized.
+pub const MAX_DIFF_FILE: u64 = 1 << 20;
+
+/// Largest diff rendered; the rest is cut with a note.
+pub const MAX_DIFF_BYTES: usize = 256 << 10;
+
+impl ChangeSet {
+    /// The changes as a unified diff.
+    pub fn diff(&mut self) -> String {
+        let mut out = String::new();
+        for index in 0..self.changes.len() {
+            if out.len() >= MAX_DIFF_BYTES {
+                let _ = writeln!(out, "... diff cut at {MAX_DIFF_BYTES} bytes");
+                break;
+            }
+            let old = match self.changes[index].kind {
+                ChangeKind::Replace | ChangeKind::Delete => self.old_text(index),
+                _ => Ok(String::new()),
+            };
+            let new = match self.changes[index].kind {
+                ChangeKind::Create | ChangeKind::Replace => new_text(&self.changes[index]),
+                _ => Ok(String::new()),
+            };
+            render(&mut out, &self.changes[index], old, new);
+        }
+        if out.len() > MAX_DIFF_BYTES {
+            let mut cut = MAX_DIFF_BYTES;
+            while !out.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            out.truncate(cut);
+            let _ = writeln!(out, "\n... diff cut at {MAX_DIFF_BYTES} bytes");
+        }
+        out
+    }
+
+    /// The old text at a change's path, or why it is not shown as text.
+    fn old_text(&mut self, index: usize) -> Result<String, String> {
+        let change = &self.changes[index];
+        let Some(before) = &change.before else {
+            return Err("not a regular file".into());
+        };
+        if before.size > MAX_DIFF_FILE {
+            return Err(format!("{} bytes", before.size));
+        }
+        let (file, _) = self
+            .lower
+            .open_file(&change.path)
+            .map_err(|e| e.to_string())?;
+        let mut bytes = Vec::new();
+        file.into_std()
+            .take(MAX_DIFF_FILE)
+            .read_to_end(&mut bytes)
+            .map_err(|e| e.to_string())?;
+        text(bytes, before.size)
+    }
+}
+
+fn new_text(change: &Change) -> Result<String, String> {
+    let (Some(staged), Some(after)) = (&change.staged, &change.after) else {
+        return Err("no content".into());
+    };
+    if after.size > MAX_DIFF_FILE {
+        return Err(format!("{} bytes", after.size));
+    }
+    let mut bytes = vec![0; after.size as usize];
+    std::os::unix::fs::FileExt::read_exact_at(&*staged.file, &mut bytes, 0)
+        .map_err(|e| e.to_string())?;
+    text(bytes, after.size)
+}
+
+/// The bytes as text, or a summary when they are not UTF-8 text.
+fn text(bytes: Vec<u8>, size: u64) -> Result<String, String> {
+    if bytes.contains(&0) {
+        return Err(format!("binary, {size} bytes"));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("binary, {size} bytes"))
+}
+
+fn render(
+    out: &mut String,
+    change: &Change,
+    old: Result<String, String>,
+    new: Result<String, String>,
+) {
+    let path = change.path.to_string();
+    match change.kind {
+        ChangeKind::MakeDir => {
+            let _ = writeln!(out, "new directory {path}/");
+        }
+        ChangeKind::RemoveDir => {
+            let _ = writeln!(out, "removed directory {path}/");
+        }
+        kind => {
+            let old_name = if kind == ChangeKind::Create {
+                "/dev/null".to_owned()
+            } else {
+                format!("a/{path}")
+            };
+            let new_name = if kind == ChangeKind::Delete {
+                "/dev/null".to_owned()
+            } else {
+                format!("b/{path}")
+            };
+            match (old, new) {
+                (Ok(old), Ok(new)) => {
+                    let diff = TextDiff::from_lines(&old, &new);
+                    let mut unified = diff.unified_diff();
+                    unified.context_radius(3).header(&old_name, &new_name);
+                    let rendered = unified.to_string();
+                    if rendered.is_empty() {
+                        let _ = writeln!(out, "--- {old_name}\n+++ {new_name}\n(empty file)");
+                    } else {
+                        out.push_str(&rendered);
+                        if !rendered.ends_with('\n') {
+                            out.push('\n');
+                        }
+                    }
+                }
+                (old, new) => {
+                    let describe = |side: Result<String, String>| match side {
+                        Ok(text) => format!("{} bytes of text", text.len()),
+                        Err(why) => why,
+                    };
+                    let what = match kind {
+                        ChangeKind::Create => format!("created ({})", describe(new)),
+                        ChangeKind::Delete => format!("deleted ({})", describe(old)),
+                        _ => format!("changed ({} -> {})", describe(old), describe(new)),
+                    };
+                    let _ = writeln!(out, "--- {old_name}\n+++ {new_name}\n{path}: {what}");
+                }
+            }
+        }
+    }
+}

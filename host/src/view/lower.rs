@@ -1,0 +1,120 @@
+//! The lower layer of a view: the real root, read through directory handles opened without following
+//! symlinks.
+//!
+//! Every operation takes a location that the resolver already walked, opens (or reuses) the handle of
+//! its parent directory one component at a time with `O_NOFOLLOW`, and acts on a single name inside it.
+//! So a symlink swapped into the middle of a path after it was resolved makes the operation fail instead
+//! of redirecting it, and nothing is ever opened beyond what the location names. Files are opened
+//! read-only, with `O_NONBLOCK` (a FIFO swapped in cannot block the open), and checked to be regular
+//! files before they are used. This layer never writes.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::Arc;
+
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, File, OpenOptions, OpenOptionsExt};
+
+use crate::resolve::{Entry, EntryKind, RelPath};
+
+/// The real root, with a cache of the directory handles opened beneath it.
+pub(crate) struct Lower {
+    root: Arc<Dir>,
+    dirs: HashMap<RelPath, Arc<Dir>>,
+}
+
+impl Lower {
+    pub(crate) fn new(root: Dir) -> Lower {
+        Lower {
+            root: Arc::new(root),
+            dirs: HashMap::new(),
+        }
+    }
+
+    /// The root's handle.
+    pub(crate) fn root(&self) -> &Dir {
+        &self.root
+    }
+
+    /// The handle of the directory at `location`, opened component by component without following links.
+    pub(crate) fn dir(&mut self, location: &RelPath) -> io::Result<Arc<Dir>> {
+        if location.is_root() {
+            return Ok(self.root.clone());
+        }
+        if let Some(dir) = self.dirs.get(location) {
+            return Ok(dir.clone());
+        }
+        let parent = self.dir(&location.parent().unwrap_or_default())?;
+        let name = location.file_name().unwrap_or(".");
+        let dir = Arc::new(parent.open_dir_nofollow(name)?);
+        self.dirs.insert(location.clone(), dir.clone());
+        Ok(dir)
+    }
+
+    /// `lstat` of `location`; `None` when nothing is there (or a component on the way is not a directory).
+    pub(crate) fn entry(&mut self, location: &RelPath) -> io::Result<Option<Entry>> {
+        let result = match location.parent() {
+            None => self.root.dir_metadata(),
+            Some(parent) => match self.dir(&parent) {
+                Ok(dir) => dir.symlink_metadata(location.file_name().unwrap_or(".")),
+                Err(e) => Err(e),
+            },
+        };
+        match result {
+            Ok(metadata) => Ok(Some(Entry::from_metadata(&metadata))),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The raw target of the symlink at `location`.
+    pub(crate) fn link_target(&mut self, location: &RelPath) -> io::Result<String> {
+        let parent = self.dir(&location.parent().unwrap_or_default())?;
+        let target = parent.read_link_contents(location.file_name().unwrap_or("."))?;
+        target
+            .into_os_string()
+            .into_string()
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "symlink target is not UTF-8"))
+    }
+
+    /// Opens the regular file at `location` for reading. Refuses anything else without blocking.
+    pub(crate) fn open_file(&mut self, location: &RelPath) -> io::Result<(File, Entry)> {
+        let parent = self.dir(&location.parent().unwrap_or_default())?;
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            .follow(FollowSymlinks::No)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+        let file = parent.open_with(location.file_name().unwrap_or("."), &options)?;
+        let entry = Entry::from_metadata(&file.metadata()?);
+        if entry.kind != EntryKind::File {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{location} is {}", entry.kind.describe()),
+            ));
+        }
+        Ok((file, entry))
+    }
+
+    /// The names and kinds of the entries of the directory at `location` (not following symlinks).
+    pub(crate) fn list(&mut self, location: &RelPath) -> io::Result<Vec<(String, EntryKind)>> {
+        let dir = self.dir(location)?;
+        let mut entries = Vec::new();
+        for entry in dir.entries()? {
+            let entry = entry?;
+            let Ok(name) = entry.file_name().into_string() else {
+                // WASI names are Unicode; a name that is not cannot be shown (or opened) at all.
+                continue;
+            };
+            entries.push((name, EntryKind::from_file_type(entry.file_type()?)));
+        }
+        Ok(entries)
+    }
+}
