@@ -16,7 +16,12 @@ use turngate::{CacheSetting, CallOutcome, Limits, Policy, Root, Toolbox, Toolbox
 
 /// The precompiled cache shared by the tests (inside cargo's per-target temporary directory).
 pub fn test_cache() -> CacheSetting {
-    CacheSetting::Dir(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache"))
+    CacheSetting::Dir(test_cache_dir())
+}
+
+/// The directory of [`test_cache`], for `--cache-dir` of the binary.
+pub fn test_cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache")
 }
 
 /// Builds a toolbox on a throwaway runtime, so it can be shared by tests with their own runtimes.

@@ -67,7 +67,7 @@ fn entry_json(entry: &JournalEntry) -> Value {
 }
 
 /// Milliseconds since the Unix epoch as an RFC 3339 UTC timestamp.
-fn rfc3339(time_ms: u128) -> String {
+fn rfc3339(time_ms: u64) -> String {
     let seconds = (time_ms / 1000) as i64;
     let (days, rest) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
     // Howard Hinnant's civil-from-days.

@@ -123,7 +123,7 @@ pub struct JournalEntry {
     /// The tool.
     pub tool: String,
     /// When it was applied, in milliseconds since the Unix epoch.
-    pub time_ms: u128,
+    pub time_ms: u64,
     /// Its changes, in the order they were applied.
     pub changes: Vec<JournalChange>,
     /// The tool's output.
@@ -142,12 +142,12 @@ impl JournalEntry {
     }
 }
 
-/// One line of the log.
+/// One line of the log: `{"seq", "event"}`, and for an intent `"call": {...}`.
 #[derive(Debug, Serialize, Deserialize)]
 struct Event {
     seq: u64,
     event: CallState,
-    #[serde(flatten)]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     call: Option<EventCall>,
 }
 
@@ -156,7 +156,7 @@ struct EventCall {
     call_id: Option<String>,
     turn: Option<String>,
     tool: String,
-    time_ms: u128,
+    time_ms: u64,
     changes: Vec<JournalChange>,
     output: Option<String>,
 }
@@ -352,7 +352,7 @@ impl Journal {
             call_id: meta.call_id.clone(),
             turn: meta.turn.clone(),
             tool: meta.tool.clone(),
-            time_ms: now_ms(),
+            time_ms: u64::try_from(now_ms()).unwrap_or(u64::MAX),
             changes: recorded,
             output: meta.output.clone(),
             state: CallState::Intent,

@@ -1,0 +1,801 @@
+//! Least authority per call: each call sees only what the gate approved, and its effects are staged,
+//! checked again, applied atomically, reviewable and undoable.
+//!
+//! Each test names the protection it shows; removing that protection makes it fail (see the note of the
+//! issue that introduced them for how each was checked).
+
+mod common;
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{Workspace, bundled, call, hash_tree, hostile};
+use serde_json::{Value, json};
+use turngate::effects::journal::{Journal, Retention, UndoError, UndoTarget};
+use turngate::{
+    ApprovalFuture, ApprovalRequest, Approver, CallContext, CallError, CallOutcome, Effects,
+    Policy, Root, RunError, Toolbox,
+};
+
+/// Longest any contained operation may take before the test calls it a hang.
+const WATCHDOG: Duration = Duration::from_secs(60);
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn policy(text: &str) -> Policy {
+    Policy::from_toml(text).unwrap()
+}
+
+/// Runs a call on another thread and fails the test if it does not end within the watchdog.
+fn call_within_watchdog(
+    toolbox: &'static Toolbox,
+    root: &Path,
+    policy: Policy,
+    tool: &'static str,
+    input: Value,
+) -> CallOutcome {
+    let (send, receive) = mpsc::channel();
+    let root = Root::open(root).unwrap();
+    std::thread::spawn(move || {
+        let _ = send.send(call(toolbox, &root, &policy, tool, &input.to_string()));
+    });
+    receive
+        .recv_timeout(WATCHDOG)
+        .unwrap_or_else(|_| panic!("{tool}: not stopped within {WATCHDOG:?}"))
+}
+
+fn gate_step(outcome: &CallOutcome) -> &'static str {
+    match &outcome.result {
+        Err(CallError::Gate(e)) => e.step(),
+        other => panic!("expected a gate refusal, got {other:?}"),
+    }
+}
+
+fn tool_error(outcome: &CallOutcome) -> String {
+    match &outcome.result {
+        Err(CallError::Run(RunError::Tool(e))) => e.to_string(),
+        other => panic!("expected a tool error, got {other:?}"),
+    }
+}
+
+/// A root with `public/`, `private/`, a file link `public/peek -> ../private/secret.txt` and a
+/// directory link `drafts -> private`, both inside the root.
+fn linked_workspace() -> Workspace {
+    let ws = Workspace::new();
+    ws.write("public/readme.txt", "public\n");
+    ws.write("private/secret.txt", "private secret\n");
+    ws.write("private/keep.txt", "keep\n");
+    let root = ws.root_path();
+    std::os::unix::fs::symlink("../private/secret.txt", root.join("public/peek")).unwrap();
+    std::os::unix::fs::symlink("private", root.join("drafts")).unwrap();
+    ws
+}
+
+const PUBLIC_ONLY: &str = r#"
+    [tools.read_file]
+    paths = ["public/**"]
+    [tools.edit_file]
+    paths = ["public/**"]
+    [tools.write_file]
+    paths = ["drafts/**"]
+    [tools.hostile_ro]
+    paths = ["public/**"]
+    [tools.hostile_rw]
+    paths = ["public/**", "drafts/**"]
+"#;
+
+#[test]
+fn reading_through_a_file_link_is_held_to_where_it_leads() {
+    let ws = linked_workspace();
+    let policy = policy(PUBLIC_ONLY);
+    let outcome = call(
+        bundled(),
+        &ws.root,
+        &policy,
+        "read_file",
+        r#"{"path":"public/peek"}"#,
+    );
+    assert_eq!(gate_step(&outcome), "policy");
+    // The same link opened at run time, through an undeclared field, inside an approved directory.
+    let outcome = call(
+        hostile(),
+        &ws.root,
+        &policy,
+        "hostile_ro",
+        r#"{"attack":"read","path":"public","arg":"public/peek"}"#,
+    );
+    let error = tool_error(&outcome);
+    assert!(!error.contains("private secret"), "{error}");
+    // The control case: the plain file next to it reads.
+    let outcome = call(
+        hostile(),
+        &ws.root,
+        &policy,
+        "hostile_ro",
+        r#"{"attack":"read","path":"public","arg":"public/readme.txt"}"#,
+    );
+    assert_eq!(outcome.result.unwrap(), "ESCAPED read: public\n");
+}
+
+#[test]
+fn writing_through_a_directory_link_is_held_to_where_it_leads() {
+    let ws = linked_workspace();
+    let before = ws.tree();
+    let outcome = call(
+        bundled(),
+        &ws.root,
+        &policy(PUBLIC_ONLY),
+        "write_file",
+        r#"{"path":"drafts/keep.txt","content":"PWNED"}"#,
+    );
+    assert_eq!(gate_step(&outcome), "policy");
+    assert_eq!(ws.tree(), before);
+    assert_eq!(ws.read("private/keep.txt"), "keep\n");
+}
+
+#[test]
+fn editing_through_a_file_link_is_held_to_where_it_leads() {
+    let ws = linked_workspace();
+    let before = ws.tree();
+    let outcome = call(
+        bundled(),
+        &ws.root,
+        &policy(PUBLIC_ONLY),
+        "edit_file",
+        r#"{"path":"public/peek","old_string":"private","new_string":"copied"}"#,
+    );
+    assert_eq!(gate_step(&outcome), "policy");
+    assert_eq!(ws.tree(), before, "nothing copied into the allowed path");
+}
+
+#[test]
+fn a_writing_tool_reaches_nothing_it_was_not_approved_for() {
+    // hostile_rw is approved for drafts/ok.txt only; its undeclared `arg` goes for the rest of the root.
+    let ws = Workspace::new();
+    ws.write("drafts/ok.txt", "ok\n");
+    ws.write("private/secret.txt", "private secret\n");
+    let before = ws.tree();
+    for attack in ["read", "write", "append"] {
+        let outcome = call(
+            hostile(),
+            &ws.root,
+            &Policy::allow_all(),
+            "hostile_rw",
+            &json!({"attack": attack, "path": "drafts/ok.txt", "arg": "private/secret.txt"})
+                .to_string(),
+        );
+        let error = tool_error(&outcome);
+        assert!(!error.contains("private secret"), "{attack}: {error}");
+    }
+    let walked = call(
+        hostile(),
+        &ws.root,
+        &Policy::allow_all(),
+        "hostile_rw",
+        r#"{"attack":"walk","path":"drafts/ok.txt","arg":"."}"#,
+    );
+    let seen = walked.result.unwrap();
+    assert!(!seen.contains("private"), "{seen}");
+    assert!(seen.contains("drafts/ok.txt: ok"), "{seen}");
+    assert_eq!(ws.tree(), before, "the root is unchanged");
+}
+
+#[test]
+fn special_files_are_refused_quickly_and_never_opened() {
+    let ws = Workspace::new();
+    let root = ws.root_path();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        root.join("pipe"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let _socket = std::os::unix::net::UnixListener::bind(root.join("socket")).unwrap();
+    for name in ["pipe", "socket"] {
+        // Declared: the gate refuses it.
+        let outcome = call_within_watchdog(
+            bundled(),
+            &root,
+            Policy::allow_all(),
+            "read_file",
+            json!({ "path": name }),
+        );
+        assert_eq!(gate_step(&outcome), "path", "{name}");
+        let reason = outcome.result.unwrap_err().to_string();
+        assert!(reason.contains("special file"), "{reason}");
+        // Opened at run time by a tool: the view refuses it without opening it.
+        let outcome = call_within_watchdog(
+            hostile(),
+            &root,
+            Policy::allow_all(),
+            "hostile_ro",
+            json!({"attack": "read", "arg": name}),
+        );
+        tool_error(&outcome);
+    }
+}
+
+#[test]
+fn a_guest_blocked_in_a_host_call_is_stopped_at_its_limit_and_the_host_keeps_serving() {
+    let ws = Workspace::new();
+    let outcome = call_within_watchdog(
+        hostile(),
+        &ws.root_path(),
+        Policy::allow_all(),
+        "hostile_ro",
+        json!({"attack": "sleep"}),
+    );
+    assert!(
+        matches!(
+            outcome.result,
+            Err(CallError::Run(RunError::Timeout { .. }))
+        ),
+        "{:?}",
+        outcome.result
+    );
+    let next = call(
+        hostile(),
+        &ws.root,
+        &Policy::allow_all(),
+        "hostile_ro",
+        r#"{"attack":"noop"}"#,
+    );
+    assert_eq!(next.result.unwrap(), "ok");
+}
+
+#[test]
+fn deny_beats_every_allow_at_the_gate_and_in_the_view() {
+    let ws = Workspace::new();
+    ws.write(".env", "API_KEY=hunter2\n");
+    ws.write("keys/server.pem", "KEY hunter2\n");
+    ws.write("src/main.rs", "fn main() {} // hunter2 is not here\n");
+    let policy = policy(
+        r#"
+        deny = [".env", "**/*.pem", "**/.git/**"]
+        default = "workspace-write"
+        [tools.read_file]
+        paths = ["**"]
+        "#,
+    );
+    let outcome = call(
+        bundled(),
+        &ws.root,
+        &policy,
+        "read_file",
+        r#"{"path":".env"}"#,
+    );
+    assert_eq!(gate_step(&outcome), "policy");
+    // search_files is not listed: the default mode lets it read the whole root, the deny list does not.
+    let found = call(
+        bundled(),
+        &ws.root,
+        &policy,
+        "search_files",
+        r#"{"pattern":"hunter2"}"#,
+    )
+    .result
+    .unwrap();
+    assert!(found.contains("src/main.rs"), "{found}");
+    assert!(
+        !found.contains(".env") && !found.contains("server.pem"),
+        "{found}"
+    );
+    let walked = call(
+        hostile(),
+        &ws.root,
+        &policy,
+        "hostile_ro",
+        r#"{"attack":"walk","arg":"."}"#,
+    )
+    .result
+    .unwrap();
+    assert!(
+        !walked.contains("hunter2\n") && !walked.contains(".env"),
+        "{walked}"
+    );
+    assert!(
+        walked.contains("keys/"),
+        "the directory itself is not denied: {walked}"
+    );
+}
+
+#[test]
+fn a_call_that_traps_or_times_out_half_way_applies_nothing() {
+    for attack in ["write_all_then_panic", "write_all_then_spin"] {
+        let ws = Workspace::new();
+        ws.write("drafts/one.txt", "one\n");
+        let before = ws.tree();
+        let outcome = call_within_watchdog(
+            hostile(),
+            &ws.root_path(),
+            Policy::allow_all(),
+            "hostile_rw",
+            json!({"attack": attack, "path": "drafts", "arg": "drafts/one.txt,drafts/two.txt"}),
+        );
+        assert!(
+            matches!(
+                outcome.result,
+                Err(CallError::Run(
+                    RunError::Trap { .. } | RunError::Timeout { .. }
+                ))
+            ),
+            "{attack}: {:?}",
+            outcome.result
+        );
+        assert_eq!(ws.tree(), before, "{attack}: nothing applied");
+        assert!(ws.no_staging_left(), "{attack}: no temporary files left");
+    }
+    // The control case: the same writes from a call that returns do apply, both of them.
+    let ws = Workspace::new();
+    ws.write("drafts/one.txt", "one\n");
+    let outcome = call(
+        hostile(),
+        &ws.root,
+        &Policy::allow_all(),
+        "hostile_rw",
+        r#"{"attack":"write_all","path":"drafts","arg":"drafts/one.txt,drafts/two.txt"}"#,
+    );
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert_eq!(ws.read("drafts/one.txt"), "PWNED");
+    assert_eq!(ws.read("drafts/two.txt"), "PWNED");
+}
+
+/// An approver that runs `action` on the root while it reviews, then answers `answer`.
+struct Meddler<F: Fn(&Path) + Send + Sync> {
+    root: std::path::PathBuf,
+    action: F,
+    answer: bool,
+    asked: Mutex<Vec<String>>,
+}
+
+impl<F: Fn(&Path) + Send + Sync> Approver for Meddler<F> {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        self.asked.lock().unwrap().push(request.diff.to_owned());
+        (self.action)(&self.root);
+        let answer = self.answer;
+        Box::pin(async move { answer })
+    }
+}
+
+fn reviewed<F: Fn(&Path) + Send + Sync>(
+    ws: &Workspace,
+    toolbox: &Toolbox,
+    approver: &Meddler<F>,
+    tool: &str,
+    input: Value,
+) -> CallOutcome {
+    let policy = Policy::allow_all();
+    let mut effects = Effects::default();
+    let mut context = CallContext::new(&ws.root, &policy, &mut effects);
+    context.approver = Some(approver);
+    context.review = true;
+    runtime().block_on(toolbox.call_in(&mut context, tool, &input.to_string()))
+}
+
+fn meddler<F: Fn(&Path) + Send + Sync>(ws: &Workspace, answer: bool, action: F) -> Meddler<F> {
+    Meddler {
+        root: ws.root_path(),
+        action,
+        answer,
+        asked: Mutex::new(Vec::new()),
+    }
+}
+
+fn apply_error(outcome: &CallOutcome) -> (&'static str, String) {
+    match &outcome.result {
+        Err(CallError::Effect(e)) => (e.kind(), e.to_string()),
+        other => panic!("expected the apply to be refused, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_review_shows_the_diff_and_a_denial_applies_nothing() {
+    let ws = Workspace::new();
+    ws.write("notes.txt", "one\ntwo\n");
+    let before = ws.tree();
+    let approver = meddler(&ws, false, |_| {});
+    let outcome = reviewed(
+        &ws,
+        bundled(),
+        &approver,
+        "edit_file",
+        json!({"path": "notes.txt", "old_string": "two", "new_string": "three"}),
+    );
+    assert!(
+        matches!(outcome.result, Err(CallError::Approval(_))),
+        "{:?}",
+        outcome.result
+    );
+    assert_eq!(ws.tree(), before);
+    assert!(ws.no_staging_left());
+    let diff = approver.asked.lock().unwrap()[0].clone();
+    assert!(
+        diff.contains("--- a/notes.txt\n+++ b/notes.txt\n"),
+        "{diff}"
+    );
+    assert!(diff.contains("-two\n+three\n"), "{diff}");
+}
+
+#[test]
+fn a_symlink_swapped_in_between_gate_and_apply_is_refused() {
+    let ws = Workspace::new();
+    ws.write("drafts/notes.txt", "draft\n");
+    ws.write("private/notes.txt", "private\n");
+    // The test plays another process swapping the directory: it renames beneath the root on purpose.
+    #[allow(clippy::disallowed_methods)]
+    let swap = |root: &Path| {
+        std::fs::rename(root.join("drafts"), root.join("drafts.old")).unwrap();
+        std::os::unix::fs::symlink("private", root.join("drafts")).unwrap();
+    };
+    let approver = meddler(&ws, true, swap);
+    let outcome = reviewed(
+        &ws,
+        bundled(),
+        &approver,
+        "write_file",
+        json!({"path": "drafts/notes.txt", "content": "overwritten"}),
+    );
+    let (kind, message) = apply_error(&outcome);
+    assert_eq!(kind, "moved", "{message}");
+    assert!(message.contains("drafts"), "{message}");
+    assert_eq!(ws.read("private/notes.txt"), "private\n");
+    assert_eq!(ws.read("drafts.old/notes.txt"), "draft\n");
+}
+
+#[test]
+fn a_file_edited_between_view_and_apply_is_not_overwritten() {
+    let ws = Workspace::new();
+    ws.write("notes.txt", "one\ntwo\n");
+    let user_edit =
+        |root: &Path| std::fs::write(root.join("notes.txt"), "the user's edit\n").unwrap();
+    let approver = meddler(&ws, true, user_edit);
+    let outcome = reviewed(
+        &ws,
+        bundled(),
+        &approver,
+        "edit_file",
+        json!({"path": "notes.txt", "old_string": "two", "new_string": "three"}),
+    );
+    let (kind, message) = apply_error(&outcome);
+    assert_eq!(kind, "changed", "{message}");
+    assert!(message.contains("notes.txt"), "{message}");
+    assert_eq!(ws.read("notes.txt"), "the user's edit\n", "no lost update");
+}
+
+fn undo(ws: &Workspace, target: UndoTarget) -> Result<Vec<u64>, UndoError> {
+    let mut journal = Journal::open(&ws.root, Retention::default()).unwrap();
+    journal
+        .undo(&ws.root, &target)
+        .map(|undone| undone.calls.iter().map(|c| c.seq).collect())
+}
+
+fn ok(ws: &Workspace, tool: &str, input: Value) -> CallOutcome {
+    let outcome = call(
+        bundled(),
+        &ws.root,
+        &Policy::allow_all(),
+        tool,
+        &input.to_string(),
+    );
+    assert!(outcome.result.is_ok(), "{tool}: {:?}", outcome.result);
+    outcome
+}
+
+#[test]
+fn undo_restores_replaced_created_and_deleted_files_byte_identically() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = Workspace::new();
+    ws.write("script.sh", "#!/bin/sh\necho one\n");
+    ws.write("old.txt", "to be deleted\n");
+    let script = ws.root_path().join("script.sh");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = hash_tree(&ws.root_path());
+    let replace = ok(
+        &ws,
+        "edit_file",
+        json!({"path": "script.sh", "old_string": "one", "new_string": "two"}),
+    );
+    assert_eq!(replace.changes[0].kind.as_str(), "replace");
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode(&script),
+        0o755,
+        "a replaced file keeps its permissions"
+    );
+    ok(
+        &ws,
+        "write_file",
+        json!({"path": "new.txt", "content": "created"}),
+    );
+    ok(&ws, "delete_file", json!({"path": "old.txt"}));
+    assert!(!ws.exists("old.txt"));
+    for _ in 0..3 {
+        undo(&ws, UndoTarget::Last).unwrap();
+    }
+    assert_eq!(ws.tree(), before, "every byte back, and new.txt gone");
+    assert_eq!(mode(&script), 0o755);
+    assert_eq!(
+        undo(&ws, UndoTarget::Last),
+        Err(UndoError::NothingToUndo("the journal has none".into()))
+    );
+}
+
+#[test]
+fn undo_is_refused_after_a_later_edit_and_restores_nothing() {
+    let ws = Workspace::new();
+    ws.write("a.txt", "a\n");
+    ws.write("b.txt", "b\n");
+    let outcome = call(
+        hostile(),
+        &ws.root,
+        &Policy::allow_all(),
+        "hostile_rw",
+        r#"{"attack":"write_all","path":".","arg":"a.txt,b.txt"}"#,
+    );
+    assert_eq!(outcome.changes.len(), 2, "{:?}", outcome.result);
+    ws.write("b.txt", "the user's later edit\n");
+    match undo(&ws, UndoTarget::Last) {
+        Err(UndoError::Changed { path, .. }) => assert_eq!(path, "b.txt"),
+        other => panic!("expected a refusal naming b.txt, got {other:?}"),
+    }
+    assert_eq!(
+        ws.read("a.txt"),
+        "PWNED",
+        "nothing of the call was restored"
+    );
+    assert_eq!(ws.read("b.txt"), "the user's later edit\n");
+    // Once the file is back as the call left it, the undo goes through.
+    ws.write("b.txt", "PWNED");
+    undo(&ws, UndoTarget::Last).unwrap();
+    assert_eq!(
+        (ws.read("a.txt"), ws.read("b.txt")),
+        ("a\n".into(), "b\n".into())
+    );
+}
+
+#[test]
+fn the_journal_is_invisible_to_tools() {
+    let ws = Workspace::new();
+    ok(
+        &ws,
+        "write_file",
+        json!({"path": "notes.txt", "content": "journaled"}),
+    );
+    assert!(ws.root_path().join(".turngate/journal.jsonl").exists());
+    let listed = ok(&ws, "list_dir", json!({"path": "."})).result.unwrap();
+    assert!(!listed.contains(".turngate"), "{listed}");
+    let found = ok(&ws, "search_files", json!({"pattern": "write_file"}))
+        .result
+        .unwrap();
+    assert!(!found.contains(".turngate"), "{found}");
+    let outcome = call(
+        bundled(),
+        &ws.root,
+        &Policy::allow_all(),
+        "read_file",
+        r#"{"path":".turngate/journal.jsonl"}"#,
+    );
+    assert_eq!(gate_step(&outcome), "path");
+    for attack in ["read", "write"] {
+        let outcome = call(
+            hostile(),
+            &ws.root,
+            &Policy::allow_all(),
+            "hostile_rw",
+            &json!({"attack": attack, "path": ".", "arg": ".turngate/journal.jsonl"}).to_string(),
+        );
+        tool_error(&outcome);
+    }
+    let walked = call(
+        hostile(),
+        &ws.root,
+        &Policy::allow_all(),
+        "hostile_ro",
+        r#"{"attack":"walk","arg":"."}"#,
+    )
+    .result
+    .unwrap();
+    assert!(!walked.contains(".turngate"), "{walked}");
+}
+
+#[test]
+fn retention_prunes_the_oldest_calls_and_their_pre_images() {
+    let ws = Workspace::new();
+    let retention = Retention {
+        max_calls: 5,
+        max_bytes: u64::MAX,
+    };
+    let policy = Policy::allow_all();
+    let mut effects = Effects::new(retention);
+    for round in 0..8 {
+        let mut context = CallContext::new(&ws.root, &policy, &mut effects);
+        context.call_id = Some(format!("c{round}"));
+        let input = json!({"path": "notes.txt", "content": format!("round {round}")}).to_string();
+        let outcome = runtime().block_on(bundled().call_in(&mut context, "write_file", &input));
+        assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    }
+    let mut journal = Journal::open(&ws.root, retention).unwrap();
+    let entries = journal.entries().unwrap();
+    let kept: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| e.call_id.as_deref())
+        .collect();
+    assert!(kept.len() <= 5, "{kept:?}");
+    assert_eq!(kept.last(), Some(&"c7"));
+    assert!(
+        !kept.contains(&"c0") && !kept.contains(&"c1"),
+        "the oldest went first: {kept:?}"
+    );
+    // Every pre-image left belongs to a kept call (named `<seq>-<change>`), and each kept one has its own.
+    let kept_seqs: Vec<String> = entries.iter().map(|e| e.seq.to_string()).collect();
+    let pre_images: Vec<String> = std::fs::read_dir(ws.root_path().join(".turngate/pre"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for name in &pre_images {
+        let seq = name.split('-').next().unwrap().to_owned();
+        assert!(kept_seqs.contains(&seq), "{name} belongs to a pruned call");
+    }
+    assert_eq!(pre_images.len(), kept.len(), "{pre_images:?}");
+    assert!(matches!(
+        journal.undo(&ws.root, &UndoTarget::Call("c0".into())),
+        Err(UndoError::NothingToUndo(_))
+    ));
+}
+
+#[test]
+fn each_call_of_a_turn_sees_the_effects_of_the_calls_before_it_and_the_turn_undoes_whole() {
+    use turngate::turn::{Ending, RawCall, Turn, TurnStatus};
+    let ws = Workspace::new();
+    let call = |id: &str, name: &str, input: Value, index| RawCall {
+        id: Some(id.into()),
+        name: name.into(),
+        raw_input: input.to_string(),
+        index,
+    };
+    let turn = Turn {
+        provider: turngate::Provider::Anthropic,
+        assistant: json!({"role": "assistant", "content": []}),
+        calls: vec![
+            call("w1", "make_dir", json!({"path": "notes"}), 0),
+            call(
+                "w2",
+                "write_file",
+                json!({"path": "notes/a.txt", "content": "one\n"}),
+                1,
+            ),
+            call(
+                "w3",
+                "edit_file",
+                json!({"path": "notes/a.txt", "old_string": "one", "new_string": "two"}),
+                2,
+            ),
+        ],
+        ending: Ending {
+            status: TurnStatus::Completed,
+            stop_reason: Some("tool_use".into()),
+            detail: String::new(),
+        },
+        text: String::new(),
+    };
+    let options = turngate::TurnOptions {
+        turn_id: Some("turn-1".into()),
+        ..turngate::TurnOptions::default()
+    };
+    let report = runtime().block_on(turngate::process_turn(
+        bundled(),
+        &ws.root,
+        &Policy::allow_all(),
+        turn,
+        options,
+    ));
+    assert!(report.all_ok(), "{:?}", report.calls);
+    assert_eq!(ws.read("notes/a.txt"), "two\n");
+    let undone = undo(&ws, UndoTarget::Turn("turn-1".into())).unwrap();
+    assert_eq!(undone.len(), 3);
+    assert!(
+        ws.tree().is_empty() && ws.names().is_empty(),
+        "{:?}",
+        ws.names()
+    );
+}
+
+fn turngate() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
+}
+
+/// The state of a root's journal as `turngate journal` prints it.
+fn journal_states(root: &Path) -> Vec<String> {
+    let out = turngate()
+        .args(["journal", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["state"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn a_crash_at_any_point_of_an_apply_leaves_old_or_new_content_and_an_undoable_journal() {
+    for (point, survives) in [
+        ("intent", false),
+        ("durable", false),
+        ("moved-one", false),
+        ("moved-all", true),
+    ] {
+        let ws = Workspace::new();
+        ws.write("a.txt", "old a\n");
+        ws.write("b.txt", "old b\n");
+        let before = ws.tree();
+        let tools = ws.dir.path().join("tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        std::fs::copy(
+            env!("TURNGATE_TEST_GUEST_HOSTILE_RW"),
+            tools.join("hostile_rw.wasm"),
+        )
+        .unwrap();
+        let out = turngate()
+            .args(["call", "--root"])
+            .arg(ws.root_path())
+            .arg("--tools")
+            .arg(&tools)
+            .arg("hostile_rw")
+            .arg(r#"{"attack":"write_all","path":".","arg":"a.txt,b.txt"}"#)
+            .env("TURNGATE_TEST_CRASH_AT", point)
+            .arg("--cache-dir")
+            .arg(common::test_cache_dir())
+            .output()
+            .unwrap();
+        assert!(
+            !out.status.success(),
+            "{point}: the process was meant to die"
+        );
+        // The next journal operation settles what the crash left.
+        let states = journal_states(&ws.root_path());
+        if survives {
+            assert_eq!(states, ["applied"], "{point}");
+            assert_eq!(
+                (ws.read("a.txt"), ws.read("b.txt")),
+                ("PWNED".into(), "PWNED".into())
+            );
+            undo(&ws, UndoTarget::Last).unwrap();
+        } else {
+            assert!(states.is_empty(), "{point}: {states:?}");
+        }
+        assert_eq!(ws.tree(), before, "{point}: every file has its old content");
+        let pre = std::fs::read_dir(ws.root_path().join(".turngate/pre"))
+            .unwrap()
+            .count();
+        assert_eq!(pre, 0, "{point}: no stray pre-image");
+        let journal =
+            std::fs::read_to_string(ws.root_path().join(".turngate/journal.jsonl")).unwrap();
+        let last = journal
+            .lines()
+            .last()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap());
+        let expected = if survives { "undone" } else { "rolled_back" };
+        assert_eq!(last.unwrap()["event"], expected, "{point}: {journal}");
+    }
+}
