@@ -253,6 +253,79 @@ fn a_guest_blocked_in_a_host_call_is_stopped_at_its_limit_and_the_host_keeps_ser
 }
 
 #[test]
+fn a_host_call_that_blocks_is_cut_at_the_wall_time_limit() {
+    // A hung filesystem, played by the test hook: the view's open of slow.txt blocks for a minute.
+    let ws = Workspace::new();
+    ws.write("slow.txt", "slow\n");
+    let (send, receive) = mpsc::channel();
+    let root = ws.root_path();
+    std::thread::spawn(move || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
+            .args(["call", "--timeout-ms", "1000", "--cache-dir"])
+            .arg(common::test_cache_dir())
+            .arg("--root")
+            .arg(&root)
+            .args(["read_file", r#"{"path":"slow.txt"}"#])
+            .env("TURNGATE_TEST_BLOCK_OPEN", "slow.txt")
+            .output()
+            .unwrap();
+        let _ = send.send(out);
+    });
+    let out = receive
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the call is stopped at its limit, not when the host call returns");
+    assert_eq!(out.status.code(), Some(2));
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["error"]["kind"], "timeout", "{outcome}");
+}
+
+#[test]
+fn a_call_cancelled_while_it_runs_applies_nothing() {
+    let ws = Workspace::new();
+    ws.write("drafts/one.txt", "one\n");
+    let before = ws.tree();
+    let cancel = turngate::Cancel::new();
+    let trigger = cancel.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        trigger.cancel();
+    });
+    let policy = Policy::allow_all();
+    let mut effects = Effects::default();
+    let mut context = CallContext::new(&ws.root, &policy, &mut effects);
+    context.cancel = Some(&cancel);
+    let input = r#"{"attack":"write_all_then_spin","path":"drafts","arg":"drafts/one.txt"}"#;
+    let outcome = runtime().block_on(hostile().call_in(&mut context, "hostile_rw", input));
+    assert!(
+        matches!(outcome.result, Err(CallError::Run(RunError::Cancelled))),
+        "{:?}",
+        outcome.result
+    );
+    assert_eq!(ws.tree(), before);
+    assert!(ws.no_staging_left());
+}
+
+#[test]
+fn a_change_outside_the_approval_fails_the_whole_call() {
+    // The view lets a tool make temporary files next to a path it may write; one left behind is a
+    // change outside the approval, and then nothing of the call applies.
+    let ws = Workspace::new();
+    ws.write("drafts/ok.txt", "ok\n");
+    let before = ws.tree();
+    let outcome = call(
+        hostile(),
+        &ws.root,
+        &Policy::allow_all(),
+        "hostile_rw",
+        r#"{"attack":"write_all","path":"drafts/ok.txt","arg":"drafts/ok.txt,drafts/stray.txt"}"#,
+    );
+    let (kind, message) = apply_error(&outcome);
+    assert_eq!(kind, "outside_approval", "{message}");
+    assert!(message.contains("drafts/stray.txt"), "{message}");
+    assert_eq!(ws.tree(), before, "not even the approved file changed");
+}
+
+#[test]
 fn deny_beats_every_allow_at_the_gate_and_in_the_view() {
     let ws = Workspace::new();
     ws.write(".env", "API_KEY=hunter2\n");

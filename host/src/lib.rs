@@ -57,6 +57,7 @@ pub mod root;
 pub mod sandbox;
 pub mod scope;
 pub mod sse;
+mod test_hooks;
 pub mod toolbox;
 pub mod turn;
 pub mod view;

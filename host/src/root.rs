@@ -6,6 +6,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use cap_fs_ext::DirExt;
 use cap_std::ambient_authority;
@@ -21,6 +22,8 @@ pub const STATE_DIR: &str = ".turngate";
 pub struct Root {
     dir: Dir,
     path: PathBuf,
+    /// This handle's staging directory in the state directory, made on the first call that may write.
+    staging: Mutex<Option<(String, Arc<Dir>)>>,
 }
 
 impl Root {
@@ -29,7 +32,11 @@ impl Root {
     pub fn open(path: impl AsRef<Path>) -> io::Result<Root> {
         let path = std::fs::canonicalize(path.as_ref())?;
         let dir = Dir::open_ambient_dir(&path, ambient_authority())?;
-        Ok(Root { dir, path })
+        Ok(Root {
+            dir,
+            path,
+            staging: Mutex::new(None),
+        })
     }
 
     /// The canonical path the root was opened at (for messages; not used for access).
@@ -45,7 +52,32 @@ impl Root {
     /// The directory `name` inside the state directory, both created when missing. Refuses a state
     /// directory (or subdirectory) that is a symlink, so nobody can redirect turngate's own writes.
     pub(crate) fn state_subdir(&self, name: &str) -> io::Result<Dir> {
-        state_subdir(&self.dir, name)
+        let state = open_or_create_dir(&self.dir, STATE_DIR)?;
+        open_or_create_dir(&state, name)
+    }
+
+    /// This handle's staging directory (`.turngate/staging/<pid>-<random>`), made on first use and
+    /// removed when the handle is dropped. Calls stage their files in it, each under names of its own;
+    /// the journal's recovery removes the staging directories of processes that are gone.
+    pub(crate) fn staging_dir(&self, parent_name: &str) -> io::Result<Arc<Dir>> {
+        let mut staging = self.staging.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, dir)) = staging.as_ref() {
+            return Ok(dir.clone());
+        }
+        let parent = self.state_subdir(parent_name)?;
+        let mut attempt = 0u32;
+        loop {
+            let name = format!("{}-{:016x}", std::process::id(), fastrand::u64(..));
+            match parent.create_dir(&name) {
+                Ok(()) => {
+                    let dir = Arc::new(parent.open_dir_nofollow(&name)?);
+                    *staging = Some((format!("{parent_name}/{name}"), dir.clone()));
+                    return Ok(dir);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// The state directory, if it exists (without creating it).
@@ -58,11 +90,14 @@ impl Root {
     }
 }
 
-/// The directory `name` inside the state directory of the root `root`, both created when missing (see
-/// [`Root::state_subdir`]).
-pub(crate) fn state_subdir(root: &Dir, name: &str) -> io::Result<Dir> {
-    let state = open_or_create_dir(root, STATE_DIR)?;
-    open_or_create_dir(&state, name)
+impl Drop for Root {
+    fn drop(&mut self) {
+        let staging = self.staging.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let (Some((name, _)), Ok(Some(state))) = (staging.take(), self.existing_state_dir()) {
+            // Empty unless a call is still stuck in it; then the journal's recovery removes it later.
+            let _ = state.remove_dir(name);
+        }
+    }
 }
 
 /// Opens the directory `name` in `parent` without following a symlink, creating it when missing.

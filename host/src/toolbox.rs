@@ -26,6 +26,7 @@ use crate::root::Root;
 use crate::sandbox::{
     CacheSetting, EngineError, Limits, PrepareError, Prepared, RunError, RunReport, Sandbox,
 };
+use crate::view::staging::STAGING_DIR;
 use crate::view::{CallView, Grant};
 
 /// Where a tool came from.
@@ -417,15 +418,19 @@ impl Toolbox {
                     access: p.access,
                 })
                 .collect();
-            context.root.dir().try_clone().map(|root| {
-                CallView::new(
-                    root,
-                    name,
-                    context.policy,
-                    grants,
-                    self.sandbox.limits().staged_bytes,
-                )
-            })
+            let staging_dir = match access {
+                Some(Access::Write) => Some(context.root.staging_dir(STAGING_DIR)?),
+                _ => None,
+            };
+            let root = context.root.dir().try_clone()?;
+            Ok::<_, std::io::Error>(CallView::new(
+                root,
+                staging_dir,
+                name,
+                context.policy,
+                grants,
+                self.sandbox.limits().staged_bytes,
+            ))
         });
         let view = match view.transpose() {
             Ok(view) => view,

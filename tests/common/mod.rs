@@ -140,13 +140,14 @@ impl Workspace {
         names
     }
 
-    /// Whether no staging directory is left in turngate's state directory (every call cleaned up).
+    /// Whether no staged file is left in turngate's state directory (every call cleaned up; a root
+    /// handle's staging directory itself lives as long as the handle).
     pub fn no_staging_left(&self) -> bool {
         let staging = self
             .root_path()
             .join(turngate::root::STATE_DIR)
             .join("staging");
-        std::fs::read_dir(staging).map_or(true, |mut entries| entries.next().is_none())
+        !staging.exists() || hash_tree(&staging).is_empty()
     }
 
     /// Every file beneath the root (see [`hash_tree`]), turngate's state directory left out.

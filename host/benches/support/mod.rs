@@ -10,6 +10,13 @@ pub fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// The `p`th percentile of `samples` (nearest rank).
+pub fn percentile(mut samples: Vec<Duration>, p: usize) -> Duration {
+    samples.sort();
+    let rank = (samples.len() * p).div_ceil(100).clamp(1, samples.len());
+    samples[rank - 1]
+}
+
 /// Runs `f` a few times to warm up, then `samples` times, and returns the median duration.
 pub fn measure(samples: usize, mut f: impl FnMut()) -> Duration {
     for _ in 0..samples.clamp(1, 50) {

@@ -36,6 +36,7 @@ use super::{Change, ChangeKind, ChangeSet, Content, EffectError, hash_reader};
 use crate::audit::now_ms;
 use crate::resolve::{Entry, EntryKind, RelPath};
 use crate::root::Root;
+use crate::test_hooks::crash_point;
 use crate::view::lower::Lower;
 use crate::view::staging::STAGING_DIR;
 
@@ -273,6 +274,7 @@ impl Journal {
         let guard = journal.locked()?;
         journal.refresh()?;
         journal.recover(root)?;
+        remove_dead_staging(&journal.state);
         drop(guard);
         Ok(journal)
     }
@@ -395,20 +397,8 @@ impl Journal {
             }
         }
         crash_point("intent");
-        self.log
-            .sync_data()
-            .map_err(|e| journal_error("cannot sync the log", e))?;
-        if linked {
-            sync_dir(&self.pre).map_err(|e| journal_error("cannot sync pre/", e))?;
-        }
+        self.make_durable(changes, linked)?;
         crash_point("durable");
-        for change in changes.changes() {
-            if let Some(staged) = change.staged() {
-                staged
-                    .sync()
-                    .map_err(|e| EffectError::io(&change.path, &e))?;
-            }
-        }
         let staging = changes.staging();
         let mut done: Vec<usize> = Vec::new();
         for (index, (change, recorded)) in changes.changes().iter().zip(&entry.changes).enumerate()
@@ -436,6 +426,37 @@ impl Journal {
         }
         crash_point("moved-all");
         Ok(())
+    }
+
+    /// Makes the intent, the pre-image links and every staged file durable before anything moves. On
+    /// Linux that is one `syncfs` of the root's filesystem (which holds all three): the same single
+    /// flush a native durable write does. Elsewhere each file is synced on its own.
+    fn make_durable(&self, changes: &ChangeSet, linked: bool) -> Result<(), EffectError> {
+        #[cfg(target_os = "linux")]
+        {
+            let _ = linked;
+            let _ = changes;
+            rustix::fs::syncfs(&self.log)
+                .map_err(|e| journal_error("cannot sync the filesystem", e))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            self.log
+                .sync_data()
+                .map_err(|e| journal_error("cannot sync the log", e))?;
+            if linked {
+                sync_dir(&self.pre).map_err(|e| journal_error("cannot sync pre/", e))?;
+            }
+            for change in changes.changes() {
+                if let Some(staged) = change.staged() {
+                    staged
+                        .file
+                        .sync_all()
+                        .map_err(|e| EffectError::io(&change.path, &e))?;
+                }
+            }
+            Ok(())
+        }
     }
 
     fn move_into_place(
@@ -572,8 +593,7 @@ impl Journal {
         Ok(Undone { calls })
     }
 
-    /// Settles calls a crashed process left half-done, and removes staging directories of processes
-    /// that are gone. Called with the lock held.
+    /// Settles calls a crashed process left half-done. Called with the lock held.
     fn recover(&mut self, root: &Root) -> Result<(), EffectError> {
         let open: Vec<JournalEntry> = self
             .calls
@@ -595,7 +615,6 @@ impl Journal {
                 }
             }
         }
-        remove_dead_staging(&self.state);
         Ok(())
     }
 
@@ -1064,18 +1083,6 @@ fn moved(change: &JournalChange, pre: &Dir) -> bool {
             .unwrap_or(false),
         (ChangeKind::Delete | ChangeKind::RemoveDir, Some(name)) => pre.exists(name),
         _ => true,
-    }
-}
-
-/// The test hook of the crash-consistency tests: with `TURNGATE_TEST_CRASH_AT` set to one of the points
-/// of an apply (`intent`: the intent written, not yet durable; `durable`: the intent and pre-images on
-/// disk, nothing moved; `moved-one`: the first change in place; `moved-all`: every change in place, not
-/// yet marked applied), the process aborts there, as a crash would stop it.
-fn crash_point(point: &str) {
-    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let at = AT.get_or_init(|| std::env::var("TURNGATE_TEST_CRASH_AT").ok());
-    if at.as_deref() == Some(point) {
-        std::process::abort();
     }
 }
 

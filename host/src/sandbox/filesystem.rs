@@ -394,14 +394,10 @@ impl types::HostDescriptor for ViewCtx<'_> {
     }
 
     fn sync(&mut self, fd: Resource<Descriptor>) -> Result<(), FsError> {
-        match self.table.get(&fd).map_err(FsError::trap)? {
-            Descriptor::File(ViewFile {
-                staged: Some(staged),
-                ..
-            }) => staged.sync().map_err(io_error),
-            // The lower layer is never written, and directories the view makes exist only in it.
-            _ => Ok(()),
-        }
+        // The lower layer is never written; a staged file (or a directory that exists only in the view)
+        // reaches the disk when the journal applies it, which makes it durable before anyone can see it.
+        self.table.get(&fd).map_err(FsError::trap)?;
+        Ok(())
     }
 
     fn create_directory_at(

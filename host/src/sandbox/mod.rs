@@ -16,6 +16,7 @@ mod errors;
 pub(crate) mod filesystem;
 mod limits;
 mod output;
+mod threads;
 mod wasi;
 
 use std::path::PathBuf;
@@ -31,6 +32,7 @@ use self::cache::PrecompiledCache;
 use self::filesystem::ViewCtx;
 use self::limits::{CallLimiter, MemoryLimitExceeded};
 use self::output::{BoundedOutput, OutputLimitExceeded};
+use self::threads::CallThreads;
 use crate::cancel::Cancel;
 use crate::descriptor::{Access, PathParam};
 use crate::view::CallView;
@@ -67,6 +69,7 @@ pub(crate) struct Sandbox {
     linker: Linker<CallState>,
     limits: Limits,
     cache: Option<PrecompiledCache>,
+    threads: CallThreads,
 }
 
 /// A component checked against the tool world and ready to instantiate for each call.
@@ -191,6 +194,7 @@ impl Sandbox {
             linker,
             limits,
             cache,
+            threads: CallThreads::default(),
         })
     }
 
@@ -282,23 +286,21 @@ impl Sandbox {
         let runtime = tokio::runtime::Handle::current();
         // The guest runs on a thread of its own, so the wall-time limit holds even while a host call
         // blocks; timers (a guest's sleep) are still driven by the caller's runtime.
-        let spawned = std::thread::Builder::new()
-            .name("turngate-call".into())
-            .spawn(move || {
-                let mut store = store;
-                let result = runtime.block_on(async {
-                    let work = async {
-                        let instance: Tool = pre.instantiate_async(&mut store).await?;
-                        instance.call_call(&mut store, &input).await
-                    };
-                    tokio::select! {
-                        result = work => Some(result),
-                        _ = stopped_thread => None,
-                    }
-                });
-                let view = store.into_data().view;
-                let _ = done.send((result, view));
+        let spawned = self.threads.spawn(move || {
+            let mut store = store;
+            let result = runtime.block_on(async {
+                let work = async {
+                    let instance: Tool = pre.instantiate_async(&mut store).await?;
+                    instance.call_call(&mut store, &input).await
+                };
+                tokio::select! {
+                    result = work => Some(result),
+                    _ = stopped_thread => None,
+                }
             });
+            let view = store.into_data().view;
+            let _ = done.send((result, view));
+        });
         if let Err(e) = spawned {
             return RunReport {
                 result: Err(RunError::Setup(format!(

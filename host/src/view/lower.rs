@@ -31,11 +31,6 @@ impl Lower {
         }
     }
 
-    /// The root's handle.
-    pub(crate) fn root(&self) -> &Dir {
-        &self.root
-    }
-
     /// The handle of the directory at `location`, opened component by component without following links.
     pub(crate) fn dir(&mut self, location: &RelPath) -> io::Result<Arc<Dir>> {
         if location.is_root() {
@@ -86,6 +81,7 @@ impl Lower {
 
     /// Opens the regular file at `location` for reading. Refuses anything else without blocking.
     pub(crate) fn open_file(&mut self, location: &RelPath) -> io::Result<(File, Entry)> {
+        crate::test_hooks::block_open(location.as_str());
         let parent = self.dir(&location.parent().unwrap_or_default())?;
         let mut options = OpenOptions::new();
         options

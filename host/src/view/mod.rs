@@ -229,21 +229,26 @@ pub(crate) struct CallView {
     /// What the lower layer held at each location the view looked at, when it first looked.
     observed: HashMap<RelPath, Option<Entry>>,
     staging: Option<Staging>,
+    /// Where staged files go (the root handle's staging directory; `None` for a read-only view).
+    staging_dir: Option<Arc<Dir>>,
     quota: Arc<Quota>,
 }
 
 impl CallView {
-    /// A view of `root` for one call of `tool` with `grants`. The view is read-only unless a grant is
-    /// for writing and the policy lets the tool write somewhere.
+    /// A view of `root` for one call of `tool` with `grants`, staging writes in `staging_dir`. The view
+    /// is read-only unless it has a staging directory, a grant is for writing and the policy lets the
+    /// tool write somewhere.
     pub(crate) fn new(
         root: Dir,
+        staging_dir: Option<Arc<Dir>>,
         tool: &str,
         policy: &Policy,
         grants: Vec<Grant>,
         staged_bytes: u64,
     ) -> CallView {
-        let writable =
-            grants.iter().any(|g| g.access == Access::Write) && policy.may_write_somewhere(tool);
+        let writable = staging_dir.is_some()
+            && grants.iter().any(|g| g.access == Access::Write)
+            && policy.may_write_somewhere(tool);
         CallView {
             tool: tool.to_owned(),
             policy: policy.clone(),
@@ -254,6 +259,7 @@ impl CallView {
             nodes: BTreeMap::new(),
             observed: HashMap::new(),
             staging: None,
+            staging_dir,
             quota: Quota::new(staged_bytes),
         }
     }
@@ -773,12 +779,15 @@ impl CallView {
         Ok(())
     }
 
-    /// The staging directory, made on first use.
+    /// The call's staging, begun on first use.
     fn staging(&mut self) -> Result<&mut Staging, ViewError> {
-        if self.staging.is_none() {
-            self.staging = Some(Staging::create(self.lower.root(), self.quota.clone())?);
-        }
-        Ok(self.staging.as_mut().expect("just made"))
+        let Some(dir) = &self.staging_dir else {
+            return Err(ViewError::ReadOnly);
+        };
+        let quota = self.quota.clone();
+        Ok(self
+            .staging
+            .get_or_insert_with(|| Staging::new(dir.clone(), quota)))
     }
 
     /// Stages a copy of the lower file at `location` (empty when it is about to be truncated).

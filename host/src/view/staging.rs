@@ -1,19 +1,17 @@
 //! The upper layer of a view: a private staging directory holding every file the call wrote.
 //!
-//! Staged files live flat in `.turngate/staging/<call>/` (named by number; which location each one stands
-//! for is the view's business), on the root's filesystem so the effect pipeline can later move them
-//! into place with a same-directory-tree rename. The directory is created on the first write, so a call
-//! that writes nothing leaves nothing behind, and removed when the view is dropped: a call that traps,
-//! times out or is cancelled leaves no temporary file anywhere. The bytes a call may stage are bounded
-//! ([`Limits::staged_bytes`](crate::sandbox::Limits)).
+//! Staged files live flat in the root handle's staging directory (`.turngate/staging/<pid>-<random>/`,
+//! see `Root::staging_dir`), named by the call's token and a number (which location each one stands
+//! for is the view's business), on the root's filesystem so the effect pipeline can move them into
+//! place with a rename. Whatever a call staged and did not apply is removed when its staging is dropped:
+//! a call that traps, times out or is cancelled leaves no temporary file anywhere. The bytes a call may
+//! stage are bounded ([`Limits::staged_bytes`](crate::sandbox::Limits)).
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::{Dir, File, OpenOptions};
-
-use crate::root::state_subdir;
 
 /// Where in the state directory each call's staging directory is made.
 pub(crate) const STAGING_DIR: &str = "staging";
@@ -56,14 +54,15 @@ impl Quota {
     }
 }
 
-/// One staged file: the open handle, how large it has grown, and whether its content is on disk.
+/// One staged file: the open handle and how large it has grown. Its content reaches the disk when the
+/// journal applies it (a tool's `sync` of a staged file has nothing to do before then: nobody can see
+/// the file until it is applied, and the journal makes it durable first).
 #[derive(Debug, Clone)]
 pub(crate) struct Staged {
     /// The file's name in the staging directory.
     pub(crate) name: String,
     pub(crate) file: Arc<std::fs::File>,
     high_water: Arc<AtomicU64>,
-    synced: Arc<AtomicBool>,
     quota: Arc<Quota>,
 }
 
@@ -71,12 +70,7 @@ impl Staged {
     /// Accounts for a write that ends at byte `end`; `false` when the call's staging limit is reached.
     pub(crate) fn reserve(&self, end: u64) -> bool {
         let old = self.high_water.fetch_max(end, Ordering::Relaxed);
-        if end <= old {
-            self.synced.store(false, Ordering::Relaxed);
-            return true;
-        }
-        if self.quota.grow(old, end) {
-            self.synced.store(false, Ordering::Relaxed);
+        if end <= old || self.quota.grow(old, end) {
             true
         } else {
             // Put the mark back where it was, unless another writer moved it since.
@@ -86,47 +80,24 @@ impl Staged {
             false
         }
     }
-
-    /// Flushes the content to disk (once; again only after a later write).
-    pub(crate) fn sync(&self) -> io::Result<()> {
-        if !self.synced.load(Ordering::Relaxed) {
-            self.file.sync_all()?;
-            self.synced.store(true, Ordering::Relaxed);
-        }
-        Ok(())
-    }
 }
 
-/// A call's staging directory.
+/// A call's part of the staging directory: the files it stages there, under names of its own.
 pub(crate) struct Staging {
-    parent: Dir,
-    name: String,
-    dir: Dir,
-    next: u64,
+    dir: Arc<Dir>,
+    token: String,
+    created: Vec<String>,
     quota: Arc<Quota>,
 }
 
 impl Staging {
-    /// Creates a fresh staging directory for one call.
-    pub(crate) fn create(root: &Dir, quota: Arc<Quota>) -> io::Result<Staging> {
-        let parent = state_subdir(root, STAGING_DIR)?;
-        let mut attempt = 0u32;
-        loop {
-            let name = format!("{}-{:016x}", std::process::id(), fastrand::u64(..));
-            match parent.create_dir(&name) {
-                Ok(()) => {
-                    let dir = cap_fs_ext::DirExt::open_dir_nofollow(&parent, &name)?;
-                    return Ok(Staging {
-                        parent,
-                        name,
-                        dir,
-                        next: 0,
-                        quota,
-                    });
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
-                Err(e) => return Err(e),
-            }
+    /// A call's staging in `dir` (the root's staging directory).
+    pub(crate) fn new(dir: Arc<Dir>, quota: Arc<Quota>) -> Staging {
+        Staging {
+            dir,
+            token: format!("{:016x}", fastrand::u64(..)),
+            created: Vec::new(),
+            quota,
         }
     }
 
@@ -137,17 +108,16 @@ impl Staging {
 
     /// A new, empty staged file.
     pub(crate) fn new_file(&mut self) -> io::Result<Staged> {
-        let name = self.next.to_string();
-        self.next += 1;
+        let name = format!("{}-{}", self.token, self.created.len());
         let file = self.dir.open_with(
             &name,
             OpenOptions::new().read(true).write(true).create_new(true),
         )?;
+        self.created.push(name.clone());
         Ok(Staged {
             name,
             file: Arc::new(file.into_std()),
             high_water: Arc::new(AtomicU64::new(0)),
-            synced: Arc::new(AtomicBool::new(false)),
             quota: self.quota.clone(),
         })
     }
@@ -167,8 +137,9 @@ impl Staging {
 
 impl Drop for Staging {
     fn drop(&mut self) {
-        // Whatever was not moved into place goes. A failure here leaves a directory that the journal's
-        // recovery removes at the next start.
-        let _ = self.parent.remove_dir_all(&self.name);
+        // Whatever was not moved into place goes (a file that was is no longer there to remove).
+        for name in &self.created {
+            let _ = self.dir.remove_file(name);
+        }
     }
 }

@@ -1,0 +1,316 @@
+//! The cost of least authority (a view per call, staged effects, the journal) against native code doing
+//! the same work in the same run; prints Markdown tables. `cargo bench --bench effects`.
+//!
+//! * A turn of 500 `write_file` calls (1 KiB each, distinct files) through a `turngate run` process,
+//!   against a native loop doing the same durable steps per file (temporary file, write, fsync,
+//!   rename), and against the same turn through `process_turn` in-process.
+//! * `edit_file` on a 1 KiB and a 1 MiB file (warm, in-process) against a native edit (read, replace,
+//!   temporary file, write, fsync, rename).
+//! * `search_files` over a 1,000-file tree against a native walk plus regex.
+//! * The cost of the view for a one-file call: `read_file` of a one-byte file against a tool that
+//!   declares no path (so it gets no view), and against a native open and read.
+//!
+//! Medians and p90 over the samples; the ratio column is turngate / baseline at the median.
+
+mod support;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::{median, percentile};
+use turngate::providers::TurnDecoder;
+use turngate::{CacheSetting, Policy, Provider, Root, Toolbox, TurnOptions, process_turn};
+
+const TURN_CALLS: usize = 500;
+const TURN_RUNS: usize = 9;
+const EDIT_SMALL_SAMPLES: usize = 300;
+const EDIT_LARGE_SAMPLES: usize = 40;
+const SEARCH_FILES: usize = 1000;
+const SEARCH_SAMPLES: usize = 30;
+const VIEW_SAMPLES: usize = 2000;
+
+fn row(name: &str, ours: &[Duration], baseline_name: &str, baseline: &[Duration]) {
+    let (m, b) = (median(ours.to_vec()), median(baseline.to_vec()));
+    println!(
+        "| {name} | {m:.2?} | {:.2?} | {baseline_name} | {b:.2?} | {:.2?} | {:.2}× |",
+        percentile(ours.to_vec(), 90),
+        percentile(baseline.to_vec(), 90),
+        m.as_secs_f64() / b.as_secs_f64()
+    );
+}
+
+fn samples(count: usize, mut f: impl FnMut()) -> Vec<Duration> {
+    for _ in 0..count.clamp(1, 20) {
+        f();
+    }
+    (0..count)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect()
+}
+
+/// An Anthropic turn of `calls` write_file calls, 1 KiB each, to distinct files.
+fn write_turn(calls: usize) -> String {
+    let mut s = String::new();
+    let mut event = |name: &str, data: serde_json::Value| {
+        s.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    };
+    event(
+        "message_start",
+        json!({"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"x","stop_reason":null,"usage":{"input_tokens":1,"output_tokens":1}}}),
+    );
+    let content = "x".repeat(1023) + "\n";
+    for i in 0..calls {
+        let input = json!({"path": format!("f{i}.txt"), "content": content}).to_string();
+        event(
+            "content_block_start",
+            json!({"type":"content_block_start","index":i,"content_block":{"type":"tool_use","id":format!("u{i}"),"name":"write_file","input":{}}}),
+        );
+        event(
+            "content_block_delta",
+            json!({"type":"content_block_delta","index":i,"delta":{"type":"input_json_delta","partial_json":input}}),
+        );
+        event(
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":i}),
+        );
+    }
+    event(
+        "message_delta",
+        json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}),
+    );
+    event("message_stop", json!({"type":"message_stop"}));
+    s
+}
+
+/// Native: temporary file, write, fsync, rename, for every file.
+#[allow(clippy::disallowed_methods)] // the baseline is plain std::fs on purpose
+fn native_durable_write(dir: &Path, name: &str, bytes: &[u8]) {
+    let temp = dir.join(format!(".{name}.tmp"));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+        .unwrap();
+    file.write_all(bytes).unwrap();
+    file.sync_all().unwrap();
+    std::fs::rename(&temp, dir.join(name)).unwrap();
+}
+
+fn turn_rows(toolbox: &Toolbox, cache: &Path, runtime: &tokio::runtime::Runtime) {
+    let bin = Path::new(env!("CARGO_BIN_EXE_turngate"));
+    let stream_dir = tempfile::tempdir().unwrap();
+    let stream = stream_dir.path().join("turn.sse");
+    std::fs::write(&stream, write_turn(TURN_CALLS)).unwrap();
+    let content = "x".repeat(1023) + "\n";
+    let mut ours = Vec::new();
+    let mut native = Vec::new();
+    let mut in_process = Vec::new();
+    for _ in 0..TURN_RUNS {
+        let root = tempfile::tempdir().unwrap();
+        let start = Instant::now();
+        let status = Command::new(bin)
+            .args(["run", "--provider", "anthropic", "--cache-dir"])
+            .arg(cache)
+            .arg("--root")
+            .arg(root.path())
+            .arg(&stream)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        ours.push(start.elapsed());
+        assert!(status.success());
+        assert!(
+            root.path()
+                .join(format!("f{}.txt", TURN_CALLS - 1))
+                .exists()
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let start = Instant::now();
+        for i in 0..TURN_CALLS {
+            native_durable_write(dir.path(), &format!("f{i}.txt"), content.as_bytes());
+        }
+        native.push(start.elapsed());
+
+        let root_dir = tempfile::tempdir().unwrap();
+        let root = Root::open(root_dir.path()).unwrap();
+        let mut decoder = TurnDecoder::new(Provider::Anthropic);
+        decoder.feed(write_turn(TURN_CALLS).as_bytes());
+        let turn = decoder.finish();
+        let start = Instant::now();
+        let report = runtime.block_on(process_turn(
+            toolbox,
+            &root,
+            &Policy::allow_all(),
+            turn,
+            TurnOptions::default(),
+        ));
+        in_process.push(start.elapsed());
+        assert!(report.all_ok());
+    }
+    row(
+        "500 write_file (1 KiB, distinct files), `turngate run` process",
+        &ours,
+        "native loop: temp, write, fsync, rename",
+        &native,
+    );
+    row(
+        "the same turn, `process_turn` in-process",
+        &in_process,
+        "native loop: temp, write, fsync, rename",
+        &native,
+    );
+}
+
+#[allow(clippy::disallowed_methods)] // the baseline is plain std::fs on purpose
+fn edit_rows(toolbox: &Toolbox, runtime: &tokio::runtime::Runtime) {
+    for (label, size, count) in [
+        ("1 KiB", 1024usize, EDIT_SMALL_SAMPLES),
+        ("1 MiB", 1 << 20, EDIT_LARGE_SAMPLES),
+    ] {
+        let body = "lorem ipsum dolor sit amet\n".repeat(size / 27);
+        let work = tempfile::tempdir().unwrap();
+        std::fs::write(work.path().join("doc.txt"), format!("MARK-0\n{body}")).unwrap();
+        let root = Root::open(work.path()).unwrap();
+        let policy = Policy::allow_all();
+        let mut turn = 0usize;
+        let ours = samples(count, || {
+            let input = json!({"path": "doc.txt", "old_string": format!("MARK-{turn}\n"), "new_string": format!("MARK-{}\n", turn + 1)});
+            turn += 1;
+            let outcome =
+                runtime.block_on(toolbox.call(&root, &policy, "edit_file", &input.to_string()));
+            assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+        });
+        let native_dir = tempfile::tempdir().unwrap();
+        let path = native_dir.path().join("doc.txt");
+        std::fs::write(&path, format!("MARK-0\n{body}")).unwrap();
+        let mut turn = 0usize;
+        let native = samples(count, || {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let (old, new) = (format!("MARK-{turn}\n"), format!("MARK-{}\n", turn + 1));
+            turn += 1;
+            assert_eq!(text.matches(&old).count(), 1);
+            let edited = text.replacen(&old, &new, 1);
+            native_durable_write(native_dir.path(), "doc.txt", edited.as_bytes());
+        });
+        row(
+            &format!("edit_file on a {label} file, warm, in-process"),
+            &ours,
+            "native: read, replace, temp, write, fsync, rename",
+            &native,
+        );
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // the baseline is plain std::fs on purpose
+fn search_rows(toolbox: &Toolbox, runtime: &tokio::runtime::Runtime) {
+    let work = tempfile::tempdir().unwrap();
+    for i in 0..SEARCH_FILES {
+        let dir = work.path().join(format!("d{}", i / 100));
+        std::fs::create_dir_all(&dir).unwrap();
+        let needle = if i % 50 == 0 { "needle_42 here\n" } else { "" };
+        let text = format!("{}{needle}", "some ordinary line of text\n".repeat(40));
+        std::fs::write(dir.join(format!("f{i}.txt")), text).unwrap();
+    }
+    let root = Root::open(work.path()).unwrap();
+    let policy = Policy::allow_all();
+    let input = json!({"pattern": "needle_[0-9]+"}).to_string();
+    let ours = samples(SEARCH_SAMPLES, || {
+        let outcome = runtime.block_on(toolbox.call(&root, &policy, "search_files", &input));
+        let found = outcome.result.unwrap();
+        assert_eq!(
+            found.matches("needle_42").count(),
+            SEARCH_FILES / 50,
+            "{found}"
+        );
+    });
+    let regex = regex::Regex::new("needle_[0-9]+").unwrap();
+    let native = samples(SEARCH_SAMPLES, || {
+        let mut hits = 0;
+        let mut stack = vec![work.path().to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let entry = entry.unwrap();
+                if entry.file_type().unwrap().is_dir() {
+                    stack.push(entry.path());
+                } else {
+                    let text = std::fs::read_to_string(entry.path()).unwrap();
+                    hits += text.lines().filter(|l| regex.is_match(l)).count();
+                }
+            }
+        }
+        assert_eq!(hits, SEARCH_FILES / 50);
+    });
+    row(
+        "search_files over 1,000 files (43 KB each dir of 100)",
+        &ours,
+        "native walk + regex",
+        &native,
+    );
+}
+
+#[allow(clippy::disallowed_methods)] // the baseline is plain std::fs on purpose
+fn view_rows(toolbox: &Toolbox, runtime: &tokio::runtime::Runtime) {
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("one.txt"), "x").unwrap();
+    let root = Root::open(work.path()).unwrap();
+    let policy = Policy::allow_all();
+    let read = samples(VIEW_SAMPLES, || {
+        let outcome =
+            runtime.block_on(toolbox.call(&root, &policy, "read_file", r#"{"path":"one.txt"}"#));
+        assert_eq!(outcome.result.unwrap(), "x");
+    });
+    let noop = samples(VIEW_SAMPLES, || {
+        let outcome = runtime.block_on(toolbox.call(&root, &policy, "noop", "{}"));
+        assert!(outcome.result.is_ok());
+    });
+    let path = work.path().join("one.txt");
+    let native = samples(VIEW_SAMPLES, || {
+        assert_eq!(std::fs::read(&path).unwrap(), b"x");
+    });
+    row(
+        "read_file of a 1-byte file (view, one open, one read)",
+        &read,
+        "a tool with no path (no view)",
+        &noop,
+    );
+    row(
+        "read_file of a 1-byte file",
+        &read,
+        "native open + read",
+        &native,
+    );
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let toolbox = runtime
+        .block_on(
+            Toolbox::builder()
+                .cache(CacheSetting::Dir(cache.path().to_path_buf()))
+                .component_file(env!("TURNGATE_TEST_GUEST_NOOP"))
+                .unwrap()
+                .build(),
+        )
+        .unwrap();
+    println!(
+        "| case | turngate (median) | turngate (p90) | baseline | baseline (median) | baseline (p90) | ratio |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    turn_rows(&toolbox, cache.path(), &runtime);
+    edit_rows(&toolbox, &runtime);
+    search_rows(&toolbox, &runtime);
+    view_rows(&toolbox, &runtime);
+}
