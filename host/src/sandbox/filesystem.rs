@@ -34,6 +34,9 @@ pub(crate) type FsError = wasmtime_wasi::TrappableError<ErrorCode>;
 /// Largest read served at once, and the write permit given (the same bound as wasmtime-wasi's).
 const MAX_CHUNK: usize = 64 * 1024;
 
+/// Least a stream reads from a file at once (see `FileInput`).
+const READ_AHEAD: usize = 16 * 1024;
+
 /// A `descriptor` resource.
 pub enum Descriptor {
     /// A directory of the view.
@@ -249,10 +252,7 @@ impl types::HostDescriptor for ViewCtx<'_> {
         if !file.read {
             return Err(ErrorCode::BadDescriptor.into());
         }
-        let stream: DynInputStream = Box::new(FileInput {
-            file: file.file,
-            position: offset,
-        });
+        let stream: DynInputStream = Box::new(FileInput::new(file.file, offset));
         self.table.push(stream).map_err(FsError::trap)
     }
 
@@ -597,10 +597,23 @@ fn read_at(file: &std::fs::File, buffer: &mut [u8], offset: u64) -> io::Result<u
     }
 }
 
-/// An `input-stream` over a view file: positioned reads, always ready (regular files only).
+/// An `input-stream` over a view file: positioned reads, always ready (regular files only). It reads
+/// ahead at least [`READ_AHEAD`] bytes, so a guest reading in small pieces (as `read_to_end` does)
+/// costs one `pread` per chunk rather than one per piece.
 struct FileInput {
     file: Arc<std::fs::File>,
     position: u64,
+    ahead: Bytes,
+}
+
+impl FileInput {
+    fn new(file: Arc<std::fs::File>, position: u64) -> FileInput {
+        FileInput {
+            file,
+            position,
+            ahead: Bytes::new(),
+        }
+    }
 }
 
 #[wasmtime_wasi_io::async_trait]
@@ -613,15 +626,18 @@ impl InputStream for FileInput {
         if size == 0 {
             return Ok(Bytes::new());
         }
-        let mut buffer = BytesMut::zeroed(size.min(MAX_CHUNK));
-        let n = read_at(&self.file, &mut buffer, self.position)
-            .map_err(|e| StreamError::LastOperationFailed(e.into()))?;
-        if n == 0 {
-            return Err(StreamError::Closed);
+        if self.ahead.is_empty() {
+            let mut buffer = BytesMut::zeroed(size.clamp(READ_AHEAD, MAX_CHUNK));
+            let n = read_at(&self.file, &mut buffer, self.position)
+                .map_err(|e| StreamError::LastOperationFailed(e.into()))?;
+            if n == 0 {
+                return Err(StreamError::Closed);
+            }
+            buffer.truncate(n);
+            self.position += n as u64;
+            self.ahead = buffer.freeze();
         }
-        buffer.truncate(n);
-        self.position += n as u64;
-        Ok(buffer.freeze())
+        Ok(self.ahead.split_to(size.min(self.ahead.len())))
     }
 }
 

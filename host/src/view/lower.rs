@@ -99,17 +99,43 @@ impl Lower {
         Ok((file, entry))
     }
 
-    /// The names and kinds of the entries of the directory at `location` (not following symlinks).
+    /// The names and kinds of the entries of the directory at `location` (not following symlinks), as
+    /// `getdents` reports them (a name that is not UTF-8 cannot be shown to a WASI tool and is left out).
     pub(crate) fn list(&mut self, location: &RelPath) -> io::Result<Vec<(String, EntryKind)>> {
+        use rustix::fs::{AtFlags, FileType, Mode, OFlags};
         let dir = self.dir(location)?;
+        let readable = rustix::fs::openat(
+            &*dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
         let mut entries = Vec::new();
-        for entry in dir.entries()? {
+        for entry in rustix::fs::Dir::new(readable)? {
             let entry = entry?;
-            let Ok(name) = entry.file_name().into_string() else {
-                // WASI names are Unicode; a name that is not cannot be shown (or opened) at all.
+            let Ok(name) = entry.file_name().to_str() else {
                 continue;
             };
-            entries.push((name, EntryKind::from_file_type(entry.file_type()?)));
+            if name == "." || name == ".." {
+                continue;
+            }
+            let file_type = match entry.file_type() {
+                FileType::Unknown => rustix::fs::statat(&*dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                    .map(|stat| FileType::from_raw_mode(stat.st_mode))
+                    .unwrap_or(FileType::Unknown),
+                known => known,
+            };
+            let kind = match file_type {
+                FileType::RegularFile => EntryKind::File,
+                FileType::Directory => EntryKind::Dir,
+                FileType::Symlink => EntryKind::Symlink,
+                FileType::Fifo => EntryKind::Fifo,
+                FileType::Socket => EntryKind::Socket,
+                FileType::CharacterDevice => EntryKind::CharDevice,
+                FileType::BlockDevice => EntryKind::BlockDevice,
+                FileType::Unknown => EntryKind::Unknown,
+            };
+            entries.push((name.to_owned(), kind));
         }
         Ok(entries)
     }

@@ -860,10 +860,12 @@ impl Namespace for Merged<'_> {
             }
             ancestor = path.parent();
         }
-        if let Some(seen) = self.observed.get(location)
-            && seen.is_none()
-        {
-            return Ok(None);
+        // What the view already saw stays what it saw for the rest of the call: nothing, or a directory
+        // (whose handle the lower layer keeps). Files are looked at again, since their content matters.
+        match self.observed.get(location) {
+            Some(None) => return Ok(None),
+            Some(Some(entry)) if entry.kind == EntryKind::Dir => return Ok(Some(*entry)),
+            _ => {}
         }
         let entry = self
             .lower
