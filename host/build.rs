@@ -13,6 +13,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sha2::{Digest, Sha256};
+
 const GUEST_TARGET: &str = "wasm32-wasip2";
 
 /// Tools embedded in the library and offered by every toolbox that keeps the bundled tools.
@@ -52,14 +54,22 @@ fn main() {
 
     let artifacts = target_dir.join(GUEST_TARGET).join("release");
     let mut bundled = String::from(
-        "/// Every bundled tool's component, built from `guest-tools/`.\n\
-         pub(crate) const BUNDLED_COMPONENTS: &[&[u8]] = &[\n",
+        "/// Every bundled tool's component, built from `guest-tools/`, with the SHA-256 of its bytes\n\
+         /// (computed here, so a process never reads a component it does not call).\n\
+         pub(crate) const BUNDLED_COMPONENTS: &[BundledComponent] = &[\n",
     );
     for name in BUNDLED {
         let path = artifact(&artifacts, name);
+        let bytes = std::fs::read(&path).expect("read a built guest");
+        let digest = Sha256::digest(&bytes)
+            .iter()
+            .fold(String::new(), |mut hex, b| {
+                write!(hex, "{b:02x}").unwrap();
+                hex
+            });
         writeln!(
             bundled,
-            "    include_bytes!({:?}),",
+            "    BundledComponent {{ sha256: {digest:?}, bytes: include_bytes!({:?}) }},",
             path.display().to_string()
         )
         .unwrap();

@@ -1,6 +1,9 @@
 //! Loading third-party components: every refusal names the file and the reason; names are unique; the
 //! precompiled cache is written on the first load and used on the next.
 
+// These tests set up tool and cache directories, never a root: plain std::fs is what they mean.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::Path;
@@ -193,4 +196,138 @@ fn a_corrupt_cache_entry_is_recompiled() {
     }
     let toolbox = build().expect("a corrupt cache costs time, never the load");
     assert_eq!(toolbox.tools().count(), 7);
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn files_ending(dir: &Path, suffix: &str) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(suffix)
+        })
+        .count()
+}
+
+#[test]
+fn a_warm_cache_describes_tools_without_their_code_and_prepares_only_what_is_called() {
+    let cache = tempfile::tempdir().unwrap();
+    let builder = || Toolbox::builder().cache(CacheSetting::Dir(cache.path().to_path_buf()));
+    runtime().block_on(builder().build()).unwrap();
+    assert_eq!(files_ending(cache.path(), ".describe.json"), 7);
+    // Without any precompiled code, a load with the descriptors cached compiles nothing...
+    for entry in std::fs::read_dir(cache.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "cwasm") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let runtime = runtime();
+    let toolbox = runtime.block_on(builder().build()).unwrap();
+    assert_eq!(toolbox.tools().count(), 7);
+    assert_eq!(
+        files_ending(cache.path(), ".cwasm"),
+        0,
+        "nothing was compiled"
+    );
+    // ...and a call prepares its own tool only.
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "a").unwrap();
+    let root = turngate::Root::open(work.path()).unwrap();
+    let outcome = runtime.block_on(toolbox.call(
+        &root,
+        &turngate::Policy::allow_all(),
+        "read_file",
+        r#"{"path":"a.txt"}"#,
+    ));
+    assert_eq!(outcome.result.unwrap(), "a");
+    assert_eq!(files_ending(cache.path(), ".cwasm"), 1);
+}
+
+fn locked_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        env!("TURNGATE_TEST_GUEST_NOOP"),
+        dir.path().join("noop.wasm"),
+    )
+    .unwrap();
+    let sha = |path: &Path| {
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+            std::fs::read(path).unwrap(),
+        ))
+    };
+    let lock = turngate::lockfile::ToolLock::new([turngate::lockfile::PinnedTool {
+        file: "noop.wasm".into(),
+        name: "noop".into(),
+        sha256: sha(&dir.path().join("noop.wasm")),
+    }]);
+    std::fs::write(
+        dir.path().join(turngate::lockfile::LOCK_FILE),
+        lock.render(),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn a_locked_directory_loads_only_what_its_lock_pins() {
+    let locked = |dir: &Path| {
+        Toolbox::builder()
+            .without_bundled()
+            .cache(test_cache())
+            .locked(true)
+            .tools_dir(dir)
+    };
+    let dir = locked_dir();
+    let toolbox = runtime().block_on(locked(dir.path()).build()).unwrap();
+    assert_eq!(toolbox.tools().count(), 1);
+    // An unlisted component is refused, naming it and its digest.
+    std::fs::copy(
+        env!("TURNGATE_TEST_GUEST_HOSTILE_RO"),
+        dir.path().join("extra.wasm"),
+    )
+    .unwrap();
+    let e = message(&build_err(locked(dir.path())));
+    assert!(e.contains("extra.wasm is not pinned"), "{e}");
+    std::fs::remove_file(dir.path().join("extra.wasm")).unwrap();
+    // A changed component is refused, naming it and both digests.
+    let pinned = turngate::lockfile::ToolLock::parse(
+        &std::fs::read_to_string(dir.path().join(turngate::lockfile::LOCK_FILE)).unwrap(),
+    )
+    .unwrap();
+    let pinned_sha = pinned.tools().next().unwrap().sha256.clone();
+    std::fs::copy(
+        env!("TURNGATE_TEST_GUEST_HOSTILE_RO"),
+        dir.path().join("noop.wasm"),
+    )
+    .unwrap();
+    let e = message(&build_err(locked(dir.path())));
+    assert!(
+        e.contains("noop.wasm does not match") && e.contains(&pinned_sha),
+        "{e}"
+    );
+    // A directory without a lock is refused.
+    std::fs::remove_file(dir.path().join(turngate::lockfile::LOCK_FILE)).unwrap();
+    let e = message(&build_err(locked(dir.path())));
+    assert!(e.contains("turngate.lock"), "{e}");
+    // Unlocked, the same directory loads.
+    let toolbox = runtime()
+        .block_on(
+            Toolbox::builder()
+                .without_bundled()
+                .cache(test_cache())
+                .tools_dir(dir.path())
+                .build(),
+        )
+        .unwrap();
+    assert_eq!(toolbox.tools().count(), 1);
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::json::parse_strict;
 
 /// Access a tool needs to a path it is given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Access {
     /// The tool only reads.
@@ -20,7 +20,7 @@ pub enum Access {
 }
 
 /// One input field holding a path relative to the root.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PathParam {
     /// JSON Pointer to the field, such as `/path`.
     pub pointer: String,

@@ -48,6 +48,7 @@ pub mod gate;
 pub mod history;
 pub mod json;
 pub mod live;
+pub mod lockfile;
 pub mod outcome;
 pub mod pipeline;
 pub mod policy;

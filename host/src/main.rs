@@ -187,6 +187,15 @@ enum ToolsCommand {
         #[command(flatten)]
         sandbox: SandboxArgs,
     },
+    /// Pin every component of a tools directory: write DIR/turngate.lock with each tool's name and the
+    /// SHA-256 of its component, for `--locked`.
+    Lock {
+        /// The tools directory.
+        #[arg(long)]
+        tools: PathBuf,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
 }
 
 /// `turngate agent`'s flags.
@@ -259,13 +268,16 @@ struct ToolboxArgs {
     /// Also load every `*.wasm` tool component in this directory.
     #[arg(long)]
     tools: Option<PathBuf>,
+    /// Load only the components the directory's turngate.lock pins, with the pinned SHA-256.
+    #[arg(long, requires = "tools")]
+    locked: bool,
     #[command(flatten)]
     sandbox: SandboxArgs,
 }
 
 impl ToolboxArgs {
     async fn build(&self) -> Result<Toolbox> {
-        let mut builder = self.sandbox.builder();
+        let mut builder = self.sandbox.builder().locked(self.locked);
         if let Some(dir) = &self.tools {
             builder = builder.tools_dir(dir);
         }
@@ -446,6 +458,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
             ToolsCommand::Inspect { file, sandbox } => {
                 cli::tools::inspect(sandbox.builder(), &file).await?;
+                Ok(ExitCode::from(EXIT_OK))
+            }
+            ToolsCommand::Lock { tools, sandbox } => {
+                cli::tools::lock(sandbox.builder(), &tools).await?;
                 Ok(ExitCode::from(EXIT_OK))
             }
             ToolsCommand::Check { file, sandbox } => {

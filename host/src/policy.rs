@@ -134,14 +134,14 @@ pub enum PolicyError {
     #[error("policy is not valid: {0}")]
     Toml(#[from] toml::de::Error),
     /// A path glob does not compile.
-    #[error("policy for `{scope}`: bad glob `{glob}`: {source}")]
+    #[error("policy for `{scope}`: bad glob `{glob}`: {error}")]
     Glob {
         /// The tool the glob belongs to, or `deny` for the top-level list.
         scope: String,
         /// The glob as written.
         glob: String,
         /// What globset said.
-        source: globset::Error,
+        error: globset::Error,
     },
 }
 
@@ -284,7 +284,7 @@ fn compile(scope: &str, globs: &[String]) -> Result<GlobSet, PolicyError> {
     let error = |glob: &str, source| PolicyError::Glob {
         scope: scope.to_owned(),
         glob: glob.to_owned(),
-        source,
+        error: source,
     };
     for glob in globs {
         let mut patterns = vec![glob.as_str()];

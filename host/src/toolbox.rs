@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use crate::approval::{ApprovalRequest, Approver};
 use crate::bundled::BUNDLED_COMPONENTS;
@@ -20,6 +21,7 @@ use crate::descriptor::{Access, DescriptorError, ToolContract, ToolDescriptor};
 use crate::effects::journal::CallMeta;
 use crate::effects::{ChangeSet, Effects};
 use crate::gate::{ApprovedCall, ToolCatalog, check_call};
+use crate::lockfile::{LOCK_FILE, LockError, ToolLock};
 use crate::outcome::{CallError, CallOutcome};
 use crate::policy::Policy;
 use crate::root::Root;
@@ -50,12 +52,24 @@ impl fmt::Display for ToolOrigin {
     }
 }
 
-/// A tool ready to be called: its checked contract (descriptor and compiled schema) and prepared
-/// component.
+/// A tool ready to be called: its checked contract (descriptor and compiled schema), its digest, and
+/// its component, prepared on first call (a process describes its tools from the cache and
+/// deserializes only the ones it calls).
 pub struct LoadedTool {
     contract: ToolContract,
     origin: ToolOrigin,
-    prepared: Prepared,
+    sha256: String,
+    imports: Vec<String>,
+    source: Source,
+    prepared: OnceLock<Prepared>,
+}
+
+/// Where a tool's component bytes are, for preparing it when it is first called.
+enum Source {
+    Bundled(&'static [u8]),
+    /// Read again (and its digest checked again) when first called.
+    File(PathBuf),
+    Bytes(Arc<[u8]>),
 }
 
 impl fmt::Debug for LoadedTool {
@@ -80,7 +94,36 @@ impl LoadedTool {
 
     /// Every interface the component imports (each one the sandbox grants).
     pub fn imports(&self) -> &[String] {
-        self.prepared.imports()
+        &self.imports
+    }
+
+    /// The SHA-256 of the component's bytes, hex.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// The prepared component, made on first use.
+    fn prepared(&self, sandbox: &Sandbox) -> Result<&Prepared, PrepareError> {
+        if let Some(prepared) = self.prepared.get() {
+            return Ok(prepared);
+        }
+        let bytes: Cow<'_, [u8]> = match &self.source {
+            Source::Bundled(bytes) => Cow::Borrowed(bytes),
+            Source::Bytes(bytes) => Cow::Borrowed(bytes),
+            Source::File(path) => {
+                let bytes = std::fs::read(path).map_err(|e| PrepareError::Reread(e.to_string()))?;
+                let now = sha256_hex(&bytes);
+                if now != self.sha256 {
+                    return Err(PrepareError::Changed {
+                        loaded: self.sha256.clone(),
+                        now,
+                    });
+                }
+                Cow::Owned(bytes)
+            }
+        };
+        let prepared = sandbox.prepare(&self.sha256, &bytes)?;
+        Ok(self.prepared.get_or_init(|| prepared))
     }
 
     /// Whether `input` is valid against the tool's schema.
@@ -97,36 +140,44 @@ pub enum ToolboxError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     /// A tools directory could not be read.
-    #[error("cannot read tools directory {dir}: {source}")]
+    #[error("cannot read tools directory {dir}: {error}")]
     ReadDir {
         /// The directory.
         dir: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A component file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     ReadFile {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A component is not a usable tool.
-    #[error("{origin}: {source}")]
+    #[error("{origin}: {error}")]
     Component {
         /// Where it came from.
         origin: ToolOrigin,
         /// Why it was refused.
-        source: PrepareError,
+        error: PrepareError,
+    },
+    /// A component is not pinned by its directory's lock, or the lock is unusable.
+    #[error("{}: {error}", path.display())]
+    Lock {
+        /// The component (or the lock file).
+        path: PathBuf,
+        /// What the lock says.
+        error: LockError,
     },
     /// A tool described itself wrongly.
-    #[error("{origin}: {source}")]
+    #[error("{origin}: {error}")]
     Descriptor {
         /// Where it came from.
         origin: ToolOrigin,
         /// What is wrong with the descriptor.
-        source: DescriptorError,
+        error: DescriptorError,
     },
     /// Two tools share a name.
     #[error("{second}: tool name `{name}` is already taken by {first}")]
@@ -141,14 +192,33 @@ pub enum ToolboxError {
 }
 
 /// Builds a [`Toolbox`]. Defaults: the bundled tools, no extra tools, [`Limits::default`], the user's
-/// precompiled cache directory.
-#[derive(Debug, Default)]
+/// precompiled cache directory, tools directories not locked, [`DEFAULT_MAX_CONCURRENT`] calls at once.
+#[derive(Debug)]
 pub struct ToolboxBuilder {
     without_bundled: bool,
     dirs: Vec<PathBuf>,
     components: Vec<(ToolOrigin, Vec<u8>)>,
     limits: Limits,
     cache: CacheSetting,
+    locked: bool,
+    max_concurrent: usize,
+}
+
+/// Calls a toolbox runs at once by default (more wait for a slot).
+pub const DEFAULT_MAX_CONCURRENT: usize = 16;
+
+impl Default for ToolboxBuilder {
+    fn default() -> Self {
+        ToolboxBuilder {
+            without_bundled: false,
+            dirs: Vec::new(),
+            components: Vec::new(),
+            limits: Limits::default(),
+            cache: CacheSetting::default(),
+            locked: false,
+            max_concurrent: DEFAULT_MAX_CONCURRENT,
+        }
+    }
 }
 
 impl ToolboxBuilder {
@@ -174,7 +244,7 @@ impl ToolboxBuilder {
         let path = path.as_ref().to_path_buf();
         let bytes = std::fs::read(&path).map_err(|source| ToolboxError::ReadFile {
             path: path.clone(),
-            source,
+            error: source,
         })?;
         self.components.push((ToolOrigin::File(path), bytes));
         Ok(self)
@@ -199,31 +269,47 @@ impl ToolboxBuilder {
         self
     }
 
-    /// Prepares and describes every component. Fails on the first component that is not a valid tool,
-    /// naming it and the reason.
+    /// Loads from each tools directory only the components its `turngate.lock` pins, with the pinned
+    /// digest ([`crate::lockfile`]).
+    pub fn locked(mut self, locked: bool) -> Self {
+        self.locked = locked;
+        self
+    }
+
+    /// How many calls run at once (the instance pool's size); more wait for a slot.
+    pub fn max_concurrent_calls(mut self, calls: usize) -> Self {
+        self.max_concurrent = calls.max(1);
+        self
+    }
+
+    /// Checks and describes every component (from the descriptor cache when it knows the component's
+    /// digest). Fails on the first component that is not a valid tool, naming it and the reason.
     pub async fn build(self) -> Result<Toolbox, ToolboxError> {
-        let sandbox = Sandbox::new(self.limits, &self.cache)?;
-        // Bundled bytes are borrowed from the binary; loaded ones are owned.
-        let mut sources: Vec<(ToolOrigin, Cow<'static, [u8]>)> = Vec::new();
+        let sandbox = Sandbox::new(self.limits, &self.cache, self.max_concurrent)?;
+        let mut pending: Vec<Pending> = Vec::new();
         if !self.without_bundled {
-            sources.extend(
-                BUNDLED_COMPONENTS
-                    .iter()
-                    .map(|bytes| (ToolOrigin::Bundled, Cow::Borrowed(*bytes))),
-            );
+            pending.extend(BUNDLED_COMPONENTS.iter().map(|c| Pending {
+                origin: ToolOrigin::Bundled,
+                sha256: c.sha256.to_owned(),
+                bytes: Some(Cow::Borrowed(c.bytes)),
+                source: Source::Bundled(c.bytes),
+            }));
         }
         for dir in &self.dirs {
-            sources.extend(
-                read_tools_dir(dir)?
-                    .into_iter()
-                    .map(|(o, b)| (o, Cow::Owned(b))),
-            );
+            pending.extend(read_tools_dir(dir, self.locked)?);
         }
-        sources.extend(self.components.into_iter().map(|(o, b)| (o, Cow::Owned(b))));
-
+        for (origin, bytes) in self.components {
+            let bytes: Arc<[u8]> = bytes.into();
+            pending.push(Pending {
+                origin,
+                sha256: sha256_hex(&bytes),
+                bytes: Some(Cow::Owned(bytes.to_vec())),
+                source: Source::Bytes(bytes),
+            });
+        }
         let mut tools: BTreeMap<String, LoadedTool> = BTreeMap::new();
-        for (origin, bytes) in sources {
-            let tool = load_tool(&sandbox, origin, &bytes).await?;
+        for source in pending {
+            let tool = load_tool(&sandbox, source).await?;
             let name = tool.descriptor().name.clone();
             if let Some(first) = tools.get(&name) {
                 return Err(ToolboxError::DuplicateName {
@@ -238,10 +324,34 @@ impl ToolboxBuilder {
     }
 }
 
-fn read_tools_dir(dir: &Path) -> Result<Vec<(ToolOrigin, Vec<u8>)>, ToolboxError> {
+/// A component found, not yet loaded.
+struct Pending {
+    origin: ToolOrigin,
+    sha256: String,
+    /// The bytes, while they are at hand (a file's are read again if it is prepared later).
+    bytes: Option<Cow<'static, [u8]>>,
+    source: Source,
+}
+
+/// Every `*.wasm` file in `dir`, in name order, hashed (and checked against the directory's lock when
+/// `locked`).
+fn read_tools_dir(dir: &Path, locked: bool) -> Result<Vec<Pending>, ToolboxError> {
     let read_dir_error = |source| ToolboxError::ReadDir {
         dir: dir.to_path_buf(),
-        source,
+        error: source,
+    };
+    let lock = if locked {
+        let path = dir.join(LOCK_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| ToolboxError::ReadFile {
+            path: path.clone(),
+            error: source,
+        })?;
+        Some(ToolLock::parse(&text).map_err(|source| ToolboxError::Lock {
+            path,
+            error: source,
+        })?)
+    } else {
+        None
     };
     let mut paths = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(read_dir_error)? {
@@ -256,35 +366,84 @@ fn read_tools_dir(dir: &Path) -> Result<Vec<(ToolOrigin, Vec<u8>)>, ToolboxError
         .map(|path| {
             let bytes = std::fs::read(&path).map_err(|source| ToolboxError::ReadFile {
                 path: path.clone(),
-                source,
+                error: source,
             })?;
-            Ok((ToolOrigin::File(path), bytes))
+            let sha256 = sha256_hex(&bytes);
+            if let Some(lock) = &lock {
+                let file = path.file_name().unwrap_or_default().to_string_lossy();
+                lock.check(&file, &sha256)
+                    .map_err(|source| ToolboxError::Lock {
+                        path: path.clone(),
+                        error: source,
+                    })?;
+            }
+            Ok(Pending {
+                origin: ToolOrigin::File(path.clone()),
+                sha256,
+                bytes: Some(Cow::Owned(bytes)),
+                source: Source::File(path),
+            })
         })
         .collect()
 }
 
-async fn load_tool(
-    sandbox: &Sandbox,
-    origin: ToolOrigin,
-    bytes: &[u8],
-) -> Result<LoadedTool, ToolboxError> {
+async fn load_tool(sandbox: &Sandbox, pending: Pending) -> Result<LoadedTool, ToolboxError> {
+    let Pending {
+        origin,
+        sha256,
+        bytes,
+        source,
+    } = pending;
     let component_error = |source| ToolboxError::Component {
         origin: origin.clone(),
-        source,
+        error: source,
     };
-    let prepared = sandbox.prepare(bytes).map_err(component_error)?;
-    let raw = sandbox.describe(&prepared).await.map_err(component_error)?;
-    let contract =
-        ToolDescriptor::from_guest(raw.name, raw.description, &raw.input_schema, raw.paths)
-            .map_err(|source| ToolboxError::Descriptor {
-                origin: origin.clone(),
-                source,
-            })?;
+    let prepared = OnceLock::new();
+    let (raw, fresh) = match sandbox.cached_descriptor(&sha256) {
+        Some(raw) => (raw, false),
+        None => {
+            let bytes = bytes.unwrap_or_default();
+            let ready = sandbox.prepare(&sha256, &bytes).map_err(component_error)?;
+            let raw = sandbox.describe(&ready).await.map_err(component_error)?;
+            let _ = prepared.set(ready);
+            (raw, true)
+        }
+    };
+    let contract = ToolDescriptor::from_guest(
+        raw.name.clone(),
+        raw.description.clone(),
+        &raw.input_schema,
+        raw.paths.clone(),
+    )
+    .map_err(|source| ToolboxError::Descriptor {
+        origin: origin.clone(),
+        error: source,
+    })?;
+    // Only a component that passed every check is remembered.
+    if fresh {
+        sandbox.remember_descriptor(&sha256, &raw);
+    }
     Ok(LoadedTool {
         contract,
         origin,
+        sha256,
+        imports: raw.imports,
+        source,
         prepared,
     })
+}
+
+/// The run error of a tool whose component could not be prepared when it was first called.
+fn setup_error(error: PrepareError) -> RunError {
+    RunError::Setup(format!(
+        "the tool's component could not be prepared: {error}"
+    ))
+}
+
+/// SHA-256 of `bytes`, hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// A set of tools and the sandbox that runs them. Share one per process: it owns the wasmtime engine.
@@ -354,10 +513,11 @@ impl Toolbox {
     /// schema forbids. Returns `None` when there is no tool of that name.
     pub async fn probe(&self, name: &str, raw_input: &str) -> Option<CallOutcome> {
         let tool = self.tools.get(name)?;
-        let report = self
-            .sandbox
-            .run(&tool.prepared, None, raw_input, None)
-            .await;
+        let prepared = match tool.prepared(&self.sandbox) {
+            Ok(prepared) => prepared,
+            Err(e) => return Some(CallOutcome::refused(name, CallError::Run(setup_error(e)))),
+        };
+        let report = self.sandbox.run(prepared, None, raw_input, None).await;
         Some(outcome(tool, report))
     }
 
@@ -440,9 +600,13 @@ impl Toolbox {
                 return CallOutcome::refused(name, CallError::Run(error));
             }
         };
+        let prepared = match tool.prepared(&self.sandbox) {
+            Ok(prepared) => prepared,
+            Err(e) => return CallOutcome::refused(name, CallError::Run(setup_error(e))),
+        };
         let mut report = self
             .sandbox
-            .run(&tool.prepared, view, approved.input(), context.cancel)
+            .run(prepared, view, approved.input(), context.cancel)
             .await;
         let view = report.view.take();
         let mut outcome = outcome(tool, report);

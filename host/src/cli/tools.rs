@@ -1,10 +1,12 @@
-//! `turngate tools list | inspect | check`: commands for tool authors.
+//! `turngate tools list | inspect | check | lock`: commands for tool authors and for pinning a tools
+//! directory.
 
 use std::path::Path;
 
 use anyhow::Result;
 use serde_json::{Value, json};
-use turngate::{Access, LoadedTool, RunError, ToolError, Toolbox, ToolboxBuilder};
+use turngate::lockfile::{LOCK_FILE, PinnedTool, ToolLock};
+use turngate::{Access, LoadedTool, RunError, ToolError, ToolOrigin, Toolbox, ToolboxBuilder};
 
 /// Prints every tool: name, origin, declared paths and access.
 pub fn list(toolbox: &Toolbox) {
@@ -39,6 +41,26 @@ pub fn list(toolbox: &Toolbox) {
             tool.origin()
         );
     }
+}
+
+/// Pins every component of `dir` in `dir/turngate.lock` (written atomically) and prints the lock.
+pub async fn lock(builder: ToolboxBuilder, dir: &Path) -> Result<()> {
+    let toolbox = builder.without_bundled().tools_dir(dir).build().await?;
+    let pinned = toolbox.tools().filter_map(|tool| match tool.origin() {
+        ToolOrigin::File(path) => Some(PinnedTool {
+            file: path.file_name()?.to_string_lossy().into_owned(),
+            name: tool.descriptor().name.clone(),
+            sha256: tool.sha256().to_owned(),
+        }),
+        _ => None,
+    });
+    let text = ToolLock::new(pinned).render();
+    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut temp, text.as_bytes())?;
+    temp.as_file().sync_all()?;
+    temp.persist(dir.join(LOCK_FILE))?;
+    print!("{text}");
+    Ok(())
 }
 
 /// Loads one component on its own (no bundled tools).

@@ -1,9 +1,12 @@
-//! The on-disk cache of precompiled components.
+//! The on-disk cache of precompiled components and of what each one said about itself.
 //!
 //! Compiling a component with Cranelift costs tens to hundreds of milliseconds; deserializing its
-//! precompiled form costs about one. Entries are keyed by the SHA-256 of the component's bytes and of the
-//! engine's compatibility hash (wasmtime version and every codegen setting), so a different engine never
-//! reads another's code. Entries are written atomically (temporary file, then rename).
+//! precompiled form costs about one; asking it to describe itself means instantiating it. Entries are
+//! keyed by the SHA-256 of the component's bytes and of the engine's compatibility hash (wasmtime version
+//! and every codegen setting), so a different engine never reads another's code; descriptors are also
+//! keyed by this crate's version, since what a load checks may change with it. With both cached, a
+//! process describes its tools without touching their code, and deserializes only the one it calls.
+//! Entries are written atomically (temporary file, then rename); an unreadable entry only costs time.
 
 use std::hash::{Hash, Hasher};
 use std::io::{self, Write as _};
@@ -12,6 +15,8 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+use super::RawDescriptor;
 
 /// Where precompiled components live.
 #[derive(Debug, Clone)]
@@ -36,22 +41,51 @@ impl PrecompiledCache {
             .or_else(|| dirs::cache_dir().map(|d| d.join("turngate")))
     }
 
-    fn entry(&self, bytes: &[u8]) -> PathBuf {
-        let key = hex::encode(Sha256::digest(bytes));
-        self.dir.join(format!("{key}-{}.cwasm", self.engine_key))
+    fn entry(&self, sha256: &str) -> PathBuf {
+        self.dir.join(format!("{sha256}-{}.cwasm", self.engine_key))
     }
 
-    /// Loads `bytes` as a component: from the cache when an entry exists, otherwise compiled and stored.
-    /// A cache that cannot be read or written only costs time; it never fails the load.
-    pub(crate) fn load(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
-        let entry = self.entry(bytes);
-        if entry.is_file() {
-            // SAFETY: the entry was written by `Component::serialize` of an engine with the same
-            // compatibility hash, into the user's own cache directory; wasmtime checks the header again.
-            match unsafe { Component::deserialize_file(engine, &entry) } {
-                Ok(component) => return Ok(component),
-                Err(e) => tracing::warn!("ignoring unusable cache entry {}: {e}", entry.display()),
+    fn descriptor_entry(&self, sha256: &str) -> PathBuf {
+        self.dir.join(format!(
+            "{sha256}-{}-{}.describe.json",
+            self.engine_key,
+            env!("CARGO_PKG_VERSION")
+        ))
+    }
+
+    /// What the component with this digest said about itself when it was last loaded, if cached.
+    pub(crate) fn descriptor(&self, sha256: &str) -> Option<RawDescriptor> {
+        let text = std::fs::read(self.descriptor_entry(sha256)).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Remembers what a component that passed every load check said about itself.
+    pub(crate) fn store_descriptor(&self, sha256: &str, descriptor: &RawDescriptor) {
+        let entry = self.descriptor_entry(sha256);
+        let text = serde_json::to_vec(descriptor).expect("a descriptor serializes");
+        if let Err(e) = store(&entry, &text) {
+            tracing::warn!("could not write cache entry {}: {e}", entry.display());
+        }
+    }
+
+    /// Loads `bytes` (whose SHA-256 is `sha256`) as a component: from the cache when an entry exists,
+    /// otherwise compiled and stored. A cache that cannot be read or written only costs time; it never
+    /// fails the load.
+    pub(crate) fn load(
+        &self,
+        engine: &Engine,
+        sha256: &str,
+        bytes: &[u8],
+    ) -> wasmtime::Result<Component> {
+        let entry = self.entry(sha256);
+        // SAFETY: the entry was written by `Component::serialize` of an engine with the same
+        // compatibility hash, into the user's own cache directory; wasmtime checks the header again.
+        match unsafe { Component::deserialize_file(engine, &entry) } {
+            Ok(component) => return Ok(component),
+            Err(e) if entry.is_file() => {
+                tracing::warn!("ignoring unusable cache entry {}: {e}", entry.display())
             }
+            Err(_) => {}
         }
         let component = Component::new(engine, bytes)?;
         match component.serialize() {

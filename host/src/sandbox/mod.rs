@@ -20,6 +20,7 @@ mod threads;
 mod wasi;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -46,6 +47,13 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// Most bytes of a trapped guest's stderr quoted in its error (enough for a panic message).
 const TRAP_STDERR_TAIL: usize = 4096;
 
+/// Core instances one call may have (a component is several core modules: a Python or JavaScript tool
+/// carries its interpreter and adapters).
+const CORE_INSTANCES_PER_CALL: u32 = 32;
+
+/// Linear memories (and tables) one call may have.
+const MEMORIES_PER_CALL: u32 = 8;
+
 /// How long a call that hit its wall-time limit is given to unwind (drop its store and its staging
 /// directory) before the caller stops waiting for it. A guest stuck in a host call past this is left to
 /// its thread; it can change nothing, since the real root is never writable through a view.
@@ -70,6 +78,8 @@ pub(crate) struct Sandbox {
     limits: Limits,
     cache: Option<PrecompiledCache>,
     threads: CallThreads,
+    /// One permit per instance slot of the pool: a call waits for one rather than fail.
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// A component checked against the tool world and ready to instantiate for each call.
@@ -79,19 +89,14 @@ pub(crate) struct Prepared {
     imports: Vec<String>,
 }
 
-impl Prepared {
-    /// Every interface the component imports (all of them granted, or it would not be prepared).
-    pub(crate) fn imports(&self) -> &[String] {
-        &self.imports
-    }
-}
-
-/// A guest's raw self-description, before the descriptor checks.
+/// A guest's raw self-description, before the descriptor checks, with the imports it was checked for.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct RawDescriptor {
     pub(crate) name: String,
     pub(crate) description: String,
     pub(crate) input_schema: String,
     pub(crate) paths: Vec<PathParam>,
+    pub(crate) imports: Vec<String>,
 }
 
 /// Everything one call produced.
@@ -134,6 +139,17 @@ pub enum PrepareError {
     /// `describe` failed.
     #[error("describe failed: {0}")]
     Describe(RunError),
+    /// The component file changed since it was loaded.
+    #[error("the component changed since it was loaded (SHA-256 {loaded} then, {now} now)")]
+    Changed {
+        /// Its digest at load.
+        loaded: String,
+        /// Its digest now.
+        now: String,
+    },
+    /// The component file could not be read again.
+    #[error("the component could not be read again: {0}")]
+    Reread(String),
 }
 
 /// The engine could not be set up.
@@ -168,10 +184,23 @@ impl WasiView for CallState {
 }
 
 impl Sandbox {
-    /// Creates the engine, starts its epoch ticker and links WASI 0.2.
-    pub(crate) fn new(limits: Limits, cache: &CacheSetting) -> Result<Sandbox, EngineError> {
+    /// Creates the engine, starts its epoch ticker and links WASI 0.2. The instance pool holds
+    /// `max_concurrent` calls; more wait for a slot.
+    pub(crate) fn new(
+        limits: Limits,
+        cache: &CacheSetting,
+        max_concurrent: usize,
+    ) -> Result<Sandbox, EngineError> {
+        let slots = max_concurrent.max(1);
+        let slots_u32 = u32::try_from(slots).unwrap_or(u32::MAX);
         let mut pool = PoolingAllocationConfig::default();
-        pool.max_memory_size(limits.memory_bytes);
+        // A pool sized to what runs at once: every slot costs set-up (a guard page per stack) at start.
+        pool.max_memory_size(limits.memory_bytes)
+            .total_component_instances(slots_u32)
+            .total_stacks(slots_u32)
+            .total_core_instances(slots_u32.saturating_mul(CORE_INSTANCES_PER_CALL))
+            .total_memories(slots_u32.saturating_mul(MEMORIES_PER_CALL))
+            .total_tables(slots_u32.saturating_mul(MEMORIES_PER_CALL));
         let mut config = Config::new();
         config
             .wasm_component_model(true)
@@ -195,6 +224,7 @@ impl Sandbox {
             limits,
             cache,
             threads: CallThreads::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(slots)),
         })
     }
 
@@ -203,15 +233,34 @@ impl Sandbox {
         self.limits
     }
 
-    /// Compiles (or loads from the cache) a component and checks it against the tool world.
-    pub(crate) fn prepare(&self, bytes: &[u8]) -> Result<Prepared, PrepareError> {
+    /// What the component with this digest said about itself, from the cache (`None`: describe it).
+    pub(crate) fn cached_descriptor(&self, sha256: &str) -> Option<RawDescriptor> {
+        let descriptor = self.cache.as_ref()?.descriptor(sha256)?;
+        // Checked again, in case what the sandbox grants has changed since.
+        descriptor
+            .imports
+            .iter()
+            .all(|name| wasi::is_granted(name))
+            .then_some(descriptor)
+    }
+
+    /// Remembers a descriptor that passed every load check.
+    pub(crate) fn remember_descriptor(&self, sha256: &str, descriptor: &RawDescriptor) {
+        if let Some(cache) = &self.cache {
+            cache.store_descriptor(sha256, descriptor);
+        }
+    }
+
+    /// Compiles (or loads from the cache) a component whose SHA-256 is `sha256` and checks it against
+    /// the tool world.
+    pub(crate) fn prepare(&self, sha256: &str, bytes: &[u8]) -> Result<Prepared, PrepareError> {
         match bytes.get(..8) {
             Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => return Err(PrepareError::CoreModule),
             Some([0, b'a', b's', b'm', ..]) => {}
             _ => return Err(PrepareError::NotWasm),
         }
         let component = match &self.cache {
-            Some(cache) => cache.load(&self.engine, bytes),
+            Some(cache) => cache.load(&self.engine, sha256, bytes),
             None => Component::new(&self.engine, bytes),
         }
         .map_err(PrepareError::Compile)?;
@@ -238,6 +287,11 @@ impl Sandbox {
 
     /// Asks a prepared tool to describe itself (in a store with no filesystem).
     pub(crate) async fn describe(&self, tool: &Prepared) -> Result<RawDescriptor, PrepareError> {
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
         let (mut store, _stdout, stderr) = self.new_store(None);
         let work = async {
             let instance = tool.pre.instantiate_async(&mut store).await?;
@@ -265,6 +319,7 @@ impl Sandbox {
                     },
                 })
                 .collect(),
+            imports: tool.imports.clone(),
         })
     }
 
@@ -277,6 +332,13 @@ impl Sandbox {
         cancel: Option<&Cancel>,
     ) -> RunReport {
         let started = Instant::now();
+        // A call stuck past its limit keeps its slot (its instance is still there) until it unwinds.
+        let slot = self
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
         let (store, stdout, stderr) = self.new_store(view);
         let limits = self.limits;
         let pre = tool.pre.clone();
@@ -299,6 +361,7 @@ impl Sandbox {
                 }
             });
             let view = store.into_data().view;
+            drop(slot);
             let _ = done.send((result, view));
         });
         if let Err(e) = spawned {
