@@ -291,8 +291,8 @@ fn a_call_cancelled_while_it_runs_applies_nothing() {
         trigger.cancel();
     });
     let policy = Policy::allow_all();
-    let mut effects = Effects::default();
-    let mut context = CallContext::new(&ws.root, &policy, &mut effects);
+    let effects = Effects::default();
+    let mut context = CallContext::new(&ws.root, &policy, &effects);
     context.cancel = Some(&cancel);
     let input = r#"{"attack":"write_all_then_spin","path":"drafts","arg":"drafts/one.txt"}"#;
     let outcome = runtime().block_on(hostile().call_in(&mut context, "hostile_rw", input));
@@ -303,6 +303,40 @@ fn a_call_cancelled_while_it_runs_applies_nothing() {
     );
     assert_eq!(ws.tree(), before);
     assert!(ws.no_staging_left());
+}
+
+#[test]
+fn concurrent_calls_on_the_same_file_go_one_after_the_other_without_a_lost_update() {
+    let ws = Workspace::new();
+    let lines: Vec<String> = (0..8).map(|i| format!("line {i}")).collect();
+    ws.write("notes.txt", &(lines.join("\n") + "\n"));
+    let policy = Policy::allow_all();
+    let effects = Effects::default();
+    let toolbox = bundled();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcomes = runtime.block_on(async {
+        let calls = lines.iter().map(|line| {
+            let input =
+                json!({"path": "notes.txt", "old_string": line, "new_string": line.to_uppercase()});
+            let (root, policy, effects) = (&ws.root, &policy, &effects);
+            async move {
+                let mut context = CallContext::new(root, policy, effects);
+                toolbox
+                    .call_in(&mut context, "edit_file", &input.to_string())
+                    .await
+            }
+        });
+        futures_util::future::join_all(calls).await
+    });
+    for outcome in &outcomes {
+        assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    }
+    let expected: Vec<String> = lines.iter().map(|l| l.to_uppercase()).collect();
+    assert_eq!(ws.read("notes.txt"), expected.join("\n") + "\n");
 }
 
 #[test]
@@ -447,8 +481,8 @@ fn reviewed<F: Fn(&Path) + Send + Sync>(
     input: Value,
 ) -> CallOutcome {
     let policy = Policy::allow_all();
-    let mut effects = Effects::default();
-    let mut context = CallContext::new(&ws.root, &policy, &mut effects);
+    let effects = Effects::default();
+    let mut context = CallContext::new(&ws.root, &policy, &effects);
     context.approver = Some(approver);
     context.review = true;
     runtime().block_on(toolbox.call_in(&mut context, tool, &input.to_string()))
@@ -688,9 +722,9 @@ fn retention_prunes_the_oldest_calls_and_their_pre_images() {
         max_bytes: u64::MAX,
     };
     let policy = Policy::allow_all();
-    let mut effects = Effects::new(retention);
+    let effects = Effects::new(retention);
     for round in 0..8 {
-        let mut context = CallContext::new(&ws.root, &policy, &mut effects);
+        let mut context = CallContext::new(&ws.root, &policy, &effects);
         context.call_id = Some(format!("c{round}"));
         let input = json!({"path": "notes.txt", "content": format!("round {round}")}).to_string();
         let outcome = runtime().block_on(bundled().call_in(&mut context, "write_file", &input));

@@ -362,8 +362,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let root =
                 Root::open(&root).with_context(|| format!("opening root {}", root.display()))?;
             let toolbox = toolbox.build().await?;
-            let mut effects = Effects::default();
-            let mut context = CallContext::new(&root, &policy, &mut effects);
+            let effects = Effects::default();
+            let mut context = CallContext::new(&root, &policy, &effects);
             context.approver = Some(&cli::agent::TerminalApprover);
             context.review = review;
             let outcome = toolbox.call_in(&mut context, &tool, &input).await;

@@ -203,7 +203,7 @@ pub async fn process_turn_with(
             calls.push(report);
         }
     } else {
-        let mut effects = Effects::default();
+        let effects = Effects::default();
         for (position, call) in turn.calls.iter().enumerate() {
             let (report, duration, paths) = if hooks.cancel.is_some_and(Cancel::is_cancelled) {
                 let report = CallReport {
@@ -220,7 +220,7 @@ pub async fn process_turn_with(
                 let mut context = CallContext {
                     root,
                     policy,
-                    effects: &mut effects,
+                    effects: &effects,
                     approver: hooks.approver,
                     review: options.review,
                     cancel: hooks.cancel,

@@ -490,8 +490,8 @@ impl Toolbox {
         name: &str,
         raw_input: &str,
     ) -> CallOutcome {
-        let mut effects = Effects::default();
-        let mut context = CallContext::new(root, policy, &mut effects);
+        let effects = Effects::default();
+        let mut context = CallContext::new(root, policy, &effects);
         self.call_in(&mut context, name, raw_input).await
     }
 
@@ -528,8 +528,8 @@ impl Toolbox {
         policy: &Policy,
         approved: &ApprovedCall<'_>,
     ) -> CallOutcome {
-        let mut effects = Effects::default();
-        let mut context = CallContext::new(root, policy, &mut effects);
+        let effects = Effects::default();
+        let mut context = CallContext::new(root, policy, &effects);
         self.run_in(&mut context, approved, approved.input()).await
     }
 
@@ -569,6 +569,9 @@ impl Toolbox {
                 return CallOutcome::refused(name, denied);
             }
         }
+        // From before the view is taken until the changes are applied, calls touching the same paths
+        // wait for each other, in the order they came.
+        let _ticket = context.effects.order.enter(paths.clone()).await;
         let view = access.map(|_| {
             let grants = approved
                 .paths()
@@ -671,8 +674,9 @@ pub struct CallContext<'a> {
     pub root: &'a Root,
     /// The policy.
     pub policy: &'a Policy,
-    /// The root's journal, where changes are applied.
-    pub effects: &'a mut Effects,
+    /// What the calls on this root share: the journal, where changes are applied, and the order of
+    /// calls that touch the same paths.
+    pub effects: &'a Effects,
     /// Asked before calls of tools marked `approval = "ask"` (and every change set when `review`);
     /// `None` denies them.
     pub approver: Option<&'a dyn Approver>,
@@ -688,7 +692,7 @@ pub struct CallContext<'a> {
 
 impl<'a> CallContext<'a> {
     /// A context with no approver, no review, no cancellation and no IDs.
-    pub fn new(root: &'a Root, policy: &'a Policy, effects: &'a mut Effects) -> CallContext<'a> {
+    pub fn new(root: &'a Root, policy: &'a Policy, effects: &'a Effects) -> CallContext<'a> {
         CallContext {
             root,
             policy,

@@ -6,16 +6,17 @@
 //! * `journal.jsonl`: one JSON object per event, appended: a call's `intent` (its call ID, turn, tool,
 //!   time, output and every change with the SHA-256 before and after and the name of its pre-image),
 //!   then `applied` or `rolled_back`; later `undo` (intent) and `undone`;
-//! * `pre/`: the pre-images: the very inode a change replaced or removed, kept by a hard link or moved
-//!   there, so undo restores it byte-identical with a rename;
+//! * `pre/`: the pre-images: the very inode a change replaced or removed, moved there (a replace trades
+//!   places with the new content by an atomic exchange, so the target never has two links), so undo
+//!   restores it byte-identical with a rename;
 //! * `lock`: every apply, undo and recovery holds an exclusive lock on it, so two processes (or
 //!   workers) never apply to the same root at once;
 //! * `staging/`: the views' staging directories.
 //!
 //! Applying a call: check every target (it must still resolve beneath the root through real
-//! directories, and be what the view first saw), write the intent and link the pre-images, make both
-//! durable (`fdatasync` of the log, `fsync` of `pre/`), make the staged files durable, then move
-//! everything into place, each file by a rename. If the process dies at any point, the next journal
+//! directories, and be what the view first saw), write the intent, make it and the staged files durable
+//! (one `syncfs`), then move everything into place: a new file by a rename that never replaces, a
+//! replaced file by an exchange with its new content, a removed one into `pre/`. If the process dies at any point, the next journal
 //! operation on that root finds the intent without an ending and settles it: a call whose every change
 //! is in place is marked applied (and can be undone); any other is rolled back from its pre-images. So
 //! after a crash each file holds its old or its new content, and every effect that survived can be
@@ -385,19 +386,8 @@ impl Journal {
         changes: &ChangeSet,
         entry: &JournalEntry,
     ) -> Result<(), EffectError> {
-        let mut linked = false;
-        for (change, recorded) in changes.changes().iter().zip(&entry.changes) {
-            if change.kind == ChangeKind::Replace {
-                let (parent, name) = parent_of(fresh, &change.path)?;
-                let pre = recorded.pre.as_deref().unwrap_or_default();
-                parent
-                    .hard_link(name, &self.pre, pre)
-                    .map_err(|e| EffectError::io(&change.path, &e))?;
-                linked = true;
-            }
-        }
         crash_point("intent");
-        self.make_durable(changes, linked)?;
+        self.make_durable(changes)?;
         crash_point("durable");
         let staging = changes.staging();
         let mut done: Vec<usize> = Vec::new();
@@ -412,13 +402,12 @@ impl Journal {
                     for &undo in done.iter().rev() {
                         let _ = self.put_back(fresh, &entry.changes[undo]);
                     }
-                    // A pre-image linked for a replace that never happened is an extra link; drop it.
-                    for recorded in &entry.changes[index..] {
-                        if recorded.kind == ChangeKind::Replace
-                            && let Some(pre) = &recorded.pre
-                        {
-                            let _ = self.pre.remove_file(pre);
-                        }
+                    // A replace that failed half-way may have left the new content under its
+                    // pre-image's name; it is nobody's pre-image.
+                    if let Some(pre) = &entry.changes[index].pre
+                        && entry.changes[index].kind == ChangeKind::Replace
+                    {
+                        let _ = self.pre.remove_file(pre);
                     }
                     return Err(error);
                 }
@@ -428,13 +417,12 @@ impl Journal {
         Ok(())
     }
 
-    /// Makes the intent, the pre-image links and every staged file durable before anything moves. On
-    /// Linux that is one `syncfs` of the root's filesystem (which holds all three): the same single
-    /// flush a native durable write does. Elsewhere each file is synced on its own.
-    fn make_durable(&self, changes: &ChangeSet, linked: bool) -> Result<(), EffectError> {
+    /// Makes the intent and every staged file durable before anything moves. On Linux that is one
+    /// `syncfs` of the root's filesystem (which holds both): the same single flush a native durable
+    /// write does. Elsewhere each file is synced on its own.
+    fn make_durable(&self, changes: &ChangeSet) -> Result<(), EffectError> {
         #[cfg(target_os = "linux")]
         {
-            let _ = linked;
             let _ = changes;
             rustix::fs::syncfs(&self.log)
                 .map_err(|e| journal_error("cannot sync the filesystem", e))
@@ -444,9 +432,6 @@ impl Journal {
             self.log
                 .sync_data()
                 .map_err(|e| journal_error("cannot sync the log", e))?;
-            if linked {
-                sync_dir(&self.pre).map_err(|e| journal_error("cannot sync pre/", e))?;
-            }
             for change in changes.changes() {
                 if let Some(staged) = change.staged() {
                     staged
@@ -478,18 +463,25 @@ impl Journal {
                 let (Some(staged), Some(staging)) = (change.staged(), staging) else {
                     return Err(journal_error("a staged file is missing", &change.path));
                 };
-                if change.kind == ChangeKind::Replace {
-                    // The new content keeps the old file's permissions.
-                    let mode = parent.symlink_metadata(name).map_err(io)?.mode();
-                    staged
-                        .file
-                        .set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))
-                        .map_err(io)?;
+                if change.kind == ChangeKind::Create {
+                    // Never over something that appeared since the check.
+                    return rename_no_replace(staging.dir(), &staged.name, &parent, name)
+                        .map_err(io);
                 }
+                // The new content keeps the old file's permissions.
+                let mode = parent.symlink_metadata(name).map_err(io)?.mode();
+                staged
+                    .file
+                    .set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))
+                    .map_err(io)?;
+                // The new content goes under the pre-image's name, then trades places with the old:
+                // the target always holds one whole file, and is never linked twice.
+                let pre = recorded.pre.as_deref().unwrap_or_default();
                 staging
                     .dir()
-                    .rename(&staged.name, &parent, name)
-                    .map_err(io)
+                    .rename(&staged.name, &self.pre, pre)
+                    .map_err(io)?;
+                exchange(&self.pre, pre, &parent, name).map_err(io)
             }
         }
     }
@@ -629,6 +621,16 @@ impl Journal {
             .map(|c| c.path.as_str())
             .collect();
         let gone = |child: &str| made.contains(child);
+        // A replace cut inside `exchange`'s fallback left the old file under `<pre>.old`: finish its
+        // last step first, so the old file is where the journal says it is.
+        for change in &call.changes {
+            if let (ChangeKind::Replace, Some(pre)) = (change.kind, &change.pre) {
+                let aside = format!("{pre}.old");
+                if self.pre.exists(&aside) {
+                    let _ = self.pre.rename(&aside, &self.pre, pre);
+                }
+            }
+        }
         if call.state == CallState::Undo {
             for change in call.changes.iter().rev() {
                 if let Ok(now) = current_io(fresh, &change.path) {
@@ -1073,17 +1075,57 @@ fn matches_after(
     Ok(())
 }
 
-/// Whether a change that removes or replaces has moved its old entry out of the way (recovery: a
-/// replace whose pre-image still has two links did not happen).
+/// Whether a change that removes or replaces has put its old entry in `pre/` (recovery: a replace whose
+/// `pre/` entry still holds the new content had not traded places yet).
 fn moved(change: &JournalChange, pre: &Dir) -> bool {
     match (&change.kind, &change.pre) {
-        (ChangeKind::Replace, Some(name)) => pre
-            .symlink_metadata(name)
-            .map(|m| MetadataExt::nlink(&m) == 1)
-            .unwrap_or(false),
+        (ChangeKind::Replace, Some(name)) => {
+            let held = pre
+                .open(name)
+                .and_then(|file| hash_reader(file.into_std()))
+                .ok();
+            held.is_some() && held == change.before
+        }
         (ChangeKind::Delete | ChangeKind::RemoveDir, Some(name)) => pre.exists(name),
         _ => true,
     }
+}
+
+/// Swaps two directory entries atomically (`renameat2(RENAME_EXCHANGE)`). Where the filesystem cannot,
+/// the old entry is linked aside, the new one renamed over it, and the old one moved to where the new
+/// one was: the same end state, with the old file linked twice for a moment.
+fn exchange(a_dir: &Dir, a: &str, b_dir: &Dir, b: &str) -> io::Result<()> {
+    use rustix::fs::{RenameFlags, renameat_with};
+    match renameat_with(a_dir, a, b_dir, b, RenameFlags::EXCHANGE) {
+        Ok(()) => Ok(()),
+        Err(e) if unsupported(e) => {
+            let aside = format!("{a}.old");
+            b_dir.hard_link(b, a_dir, &aside)?;
+            a_dir.rename(a, b_dir, b)?;
+            a_dir.rename(&aside, a_dir, a)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Renames `from` to `to` unless `to` exists (`renameat2(RENAME_NOREPLACE)`; elsewhere a link, which
+/// fails when the name is taken, and an unlink).
+fn rename_no_replace(from_dir: &Dir, from: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
+    use rustix::fs::{RenameFlags, renameat_with};
+    match renameat_with(from_dir, from, to_dir, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(e) if unsupported(e) => {
+            from_dir.hard_link(from, to_dir, to)?;
+            from_dir.remove_file(from)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether `renameat2` with flags is not available on this system or filesystem.
+fn unsupported(error: rustix::io::Errno) -> bool {
+    use rustix::io::Errno;
+    error == Errno::INVAL || error == Errno::NOSYS || error == Errno::NOTSUP
 }
 
 /// `fsync` of a directory, through a descriptor opened for reading (a directory handle may not allow it).

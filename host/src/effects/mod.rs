@@ -13,6 +13,7 @@
 
 pub mod diff;
 pub mod journal;
+pub(crate) mod order;
 
 use std::io::{self, Read};
 
@@ -362,26 +363,29 @@ fn hash_lower(path: &RelPath, lower: &mut Lower) -> Result<Content, EffectError>
     hash_reader(file.into_std()).map_err(|e| EffectError::io(path, &e))
 }
 
-/// Applies checked change sets to one root through its journal, which it opens on first use (a call
-/// that changes nothing never creates one). Keep one per root for as long as calls go on.
+/// What the calls on one root share: the root's journal, which it opens on first use (a call that
+/// changes nothing never creates one), and the order in which calls touching the same paths go
+/// ([`order`]). Keep one per root for as long as calls go on; calls may share it from many tasks.
 #[derive(Debug, Default)]
 pub struct Effects {
     retention: journal::Retention,
-    journal: Option<journal::Journal>,
+    journal: std::sync::Mutex<Option<journal::Journal>>,
+    pub(crate) order: order::PathOrder,
 }
 
 impl Effects {
-    /// An applier with the journal's retention.
+    /// Effects kept with the journal's retention.
     pub fn new(retention: journal::Retention) -> Effects {
         Effects {
             retention,
-            journal: None,
+            journal: std::sync::Mutex::new(None),
+            order: order::PathOrder::default(),
         }
     }
 
     /// Applies `changes` to `root` (always the same root for one `Effects`), journaled with `meta`.
     pub fn apply(
-        &mut self,
+        &self,
         root: &crate::root::Root,
         meta: &journal::CallMeta,
         changes: &ChangeSet,
@@ -389,11 +393,10 @@ impl Effects {
         if changes.is_empty() {
             return Ok(None);
         }
-        let journal = match &mut self.journal {
+        let mut journal = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        let journal = match &mut *journal {
             Some(journal) => journal,
-            None => self
-                .journal
-                .insert(journal::Journal::open(root, self.retention)?),
+            None => journal.insert(journal::Journal::open(root, self.retention)?),
         };
         journal.apply(root, meta, changes)
     }

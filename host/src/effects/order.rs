@@ -1,0 +1,125 @@
+//! The order in which calls on one root may touch the same paths.
+//!
+//! Calls on disjoint paths run at once; calls that overlap (one path at or beneath the other) and where
+//! either writes go one after the other, in the order they arrived. Each call takes a ticket with the
+//! locations its approval grants and waits until no earlier ticket still in play overlaps it; it holds
+//! the ticket from before its view is taken until its changes are applied. So two concurrent edits of
+//! one file never both read the old content: the second sees the first's result.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use crate::descriptor::Access;
+use crate::resolve::RelPath;
+
+/// The tickets of one root.
+#[derive(Debug, Default)]
+pub(crate) struct PathOrder {
+    tickets: Mutex<Tickets>,
+    changed: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct Tickets {
+    next: u64,
+    held: BTreeMap<u64, Vec<(RelPath, Access)>>,
+}
+
+/// A call's place in the order; dropping it lets the calls waiting on it go.
+#[derive(Debug)]
+pub(crate) struct Ticket<'a> {
+    order: &'a PathOrder,
+    number: u64,
+}
+
+impl PathOrder {
+    /// Waits until the call that will touch `paths` may go.
+    pub(crate) async fn enter(&self, paths: Vec<(RelPath, Access)>) -> Ticket<'_> {
+        let number = {
+            let mut tickets = self.lock();
+            let number = tickets.next;
+            tickets.next += 1;
+            tickets.held.insert(number, paths);
+            number
+        };
+        let ticket = Ticket {
+            order: self,
+            number,
+        };
+        loop {
+            let changed = self.changed.notified();
+            if !self.waits(number) {
+                return ticket;
+            }
+            changed.await;
+        }
+    }
+
+    /// Whether an earlier ticket overlaps ticket `number`.
+    fn waits(&self, number: u64) -> bool {
+        let tickets = self.lock();
+        let Some(mine) = tickets.held.get(&number) else {
+            return false;
+        };
+        tickets
+            .held
+            .range(..number)
+            .any(|(_, theirs)| overlaps(mine, theirs))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Tickets> {
+        self.tickets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        self.order.lock().held.remove(&self.number);
+        self.order.changed.notify_waiters();
+    }
+}
+
+fn overlaps(a: &[(RelPath, Access)], b: &[(RelPath, Access)]) -> bool {
+    a.iter().any(|(pa, aa)| {
+        b.iter().any(|(pb, ab)| {
+            (*aa == Access::Write || *ab == Access::Write) && (pa.is_within(pb) || pb.is_within(pa))
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    fn paths(list: &[(&str, Access)]) -> Vec<(RelPath, Access)> {
+        list.iter()
+            .map(|(p, a)| (RelPath::parse(p).unwrap(), *a))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn overlapping_writes_wait_in_arrival_order_and_disjoint_ones_do_not() {
+        let order = Arc::new(PathOrder::default());
+        let first = order.enter(paths(&[("notes.txt", Access::Write)])).await;
+        // Disjoint, or both reading: no wait.
+        let other = order.enter(paths(&[("drafts/a.txt", Access::Write)])).await;
+        drop(other);
+        // A read of a directory holding the file waits for the write.
+        let waiting = {
+            let order = order.clone();
+            tokio::spawn(async move {
+                let _ticket = order.enter(paths(&[(".", Access::Read)])).await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "an overlapping call waits");
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("it goes once the earlier call is done")
+            .unwrap();
+    }
+}
