@@ -572,30 +572,7 @@ impl Toolbox {
         // From before the view is taken until the changes are applied, calls touching the same paths
         // wait for each other, in the order they came.
         let _ticket = context.effects.order.enter(paths.clone()).await;
-        let view = access.map(|_| {
-            let grants = approved
-                .paths()
-                .iter()
-                .map(|p| Grant {
-                    location: p.location.clone(),
-                    access: p.access,
-                })
-                .collect();
-            let staging_dir = match access {
-                Some(Access::Write) => Some(context.root.staging_dir(STAGING_DIR)?),
-                _ => None,
-            };
-            let root = context.root.dir().try_clone()?;
-            Ok::<_, std::io::Error>(CallView::new(
-                root,
-                staging_dir,
-                name,
-                context.policy,
-                grants,
-                self.sandbox.limits().staged_bytes,
-            ))
-        });
-        let view = match view.transpose() {
+        let view = match self.view(context, approved, access) {
             Ok(view) => view,
             Err(e) => {
                 let error =
@@ -628,6 +605,38 @@ impl Toolbox {
             Err(error) => outcome.result = Err(error),
         }
         outcome
+    }
+
+    /// The view of exactly the approved paths for a tool with `access` (`None`: no filesystem at all).
+    fn view(
+        &self,
+        context: &CallContext<'_>,
+        approved: &ApprovedCall<'_>,
+        access: Option<Access>,
+    ) -> std::io::Result<Option<CallView>> {
+        let Some(access) = access else {
+            return Ok(None);
+        };
+        let grants = approved
+            .paths()
+            .iter()
+            .map(|p| Grant {
+                location: p.location.clone(),
+                access: p.access,
+            })
+            .collect();
+        let staging_dir = match access {
+            Access::Write => Some(context.root.staging_dir(STAGING_DIR)?),
+            Access::Read => None,
+        };
+        Ok(Some(CallView::new(
+            context.root.dir().try_clone()?,
+            staging_dir,
+            approved.tool_name(),
+            context.policy,
+            grants,
+            self.sandbox.limits().staged_bytes,
+        )))
     }
 
     /// The change set of a call that returned: checked, reviewed when asked for, applied.
