@@ -105,7 +105,8 @@ pub(crate) struct RunReport {
     pub(crate) stdout: Bytes,
     pub(crate) stderr: Bytes,
     pub(crate) duration: Duration,
-    /// The call's view, with what it staged: only when the call returned (ok or with a tool error).
+    /// The call's view, with what it staged, when the call's thread finished (after a timeout or a
+    /// cancel it is dropped there); the toolbox applies it only when the call returned ok.
     pub(crate) view: Option<CallView>,
 }
 
@@ -409,11 +410,6 @@ impl Sandbox {
                 limit: limits.output_bytes,
             }),
             Ok(Ok(output)) => Ok(output),
-        };
-        // Only a call that returned keeps its view: after a trap or a limit, what it staged is dropped.
-        let view = match &result {
-            Ok(_) | Err(RunError::Tool(_)) => view,
-            Err(_) => None,
         };
         self.report(result, &stdout, &stderr, started, view)
     }

@@ -140,3 +140,38 @@ impl Lower {
         Ok(entries)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking_even_when_asked_for_as_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            dir.path().join("pipe"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let root = Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority()).unwrap();
+        let (send, receive) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lower = Lower::new(root);
+            let _ = send.send(
+                lower
+                    .open_file(&RelPath::parse("pipe").unwrap())
+                    .map(|_| ()),
+            );
+        });
+        let opened = receive
+            .recv_timeout(Duration::from_secs(10))
+            .expect("opening a FIFO must not block");
+        assert_eq!(opened.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    }
+}

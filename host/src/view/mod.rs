@@ -839,9 +839,6 @@ struct Merged<'a> {
 
 impl Namespace for Merged<'_> {
     fn entry(&mut self, location: &RelPath) -> Result<Option<Entry>, ResolveError> {
-        if is_reserved(location) {
-            return Ok(None);
-        }
         match self.nodes.get(location) {
             Some(Node::File(staged)) => {
                 let metadata = Metadata::from_file(&staged.file)
