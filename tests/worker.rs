@@ -56,6 +56,22 @@ impl Setup {
         runtime().block_on(submit_job(&self.nats.url(), &Settings::default(), &job));
     }
 
+    /// A worker whose log goes to `name` in the test directory.
+    fn spawn_logged(&self, name: &str, env: &[(&str, &str)]) -> WorkerProcess {
+        let mut spec = self.spec.clone();
+        spec.log = Some(self.dir.path().join(name));
+        spec.spawn(env)
+    }
+
+    /// Waits until the worker logging to `name` has acked a job, so every copy of its results is in.
+    fn acked_by(&self, name: &str) {
+        let path = self.dir.path().join(name);
+        let done = wait_until(Duration::from_secs(30), || {
+            std::fs::read_to_string(&path).is_ok_and(|log| log.contains(" answered (delivery "))
+        });
+        assert!(done, "{name} did not ack the job");
+    }
+
     fn results(&self) -> Vec<ResultMsg> {
         runtime().block_on(all_results(&self.nats.url(), PREFIX))
     }
@@ -305,7 +321,8 @@ fn crash_and_finish(setup: &Setup, id: &str, env: &[(&str, &str)]) -> Vec<Result
         first.wait_exit(Duration::from_secs(30)),
         "the hook stopped the worker"
     );
-    let _second = setup.spec.spawn(&[]);
+    let _second = setup.spawn_logged("second.log", &[]);
+    setup.acked_by("second.log");
     setup.answered(id, Duration::from_secs(30))
 }
 
@@ -334,18 +351,12 @@ fn a_job_redelivered_after_publishing_is_answered_once() {
     let Some(setup) = Setup::new("a_job_redelivered_after_publishing_is_answered_once") else {
         return;
     };
+    // The second worker publishes its copies (which JetStream drops) before it acks.
     let results = crash_and_finish(
         &setup,
         "published",
         &[("TURNGATE_TEST_WORKER_CRASH_AT", "after-publish")],
     );
-    // Give the second worker time to publish its copies (which JetStream drops) and ack.
-    std::thread::sleep(Duration::from_secs(2));
-    let results: Vec<_> = setup
-        .results()
-        .into_iter()
-        .filter(|r| r.subject == results[0].subject)
-        .collect();
     assert_once(&setup, "published", &results);
 }
 
@@ -415,16 +426,17 @@ fn two_workers_never_run_the_same_call_at_once() {
         .spawn(&[("TURNGATE_TEST_WORKER_STALL_AT", "before-call:5000")]);
     setup.submit("stalled", &three_calls());
     std::thread::sleep(Duration::from_millis(700));
-    let _second = setup.spec.spawn(&[]);
+    // The second worker gets the job again while the first holds the root's lease, waits for it,
+    // and answers from the journal.
+    let _second = setup.spawn_logged("second.log", &[]);
+    setup.acked_by("second.log");
     let results = setup.answered("stalled", Duration::from_secs(30));
-    std::thread::sleep(Duration::from_secs(2));
-    let _ = results;
-    let results: Vec<_> = setup
-        .results()
-        .into_iter()
-        .filter(|r| r.subject == "turngate.results.stalled")
-        .collect();
     assert_once(&setup, "stalled", &results);
+    let log = std::fs::read_to_string(setup.dir.path().join("second.log")).unwrap();
+    assert!(
+        log.contains(" answered (delivery ") && !log.contains("(delivery 1)"),
+        "{log}"
+    );
 }
 
 #[test]
