@@ -65,11 +65,16 @@ impl Setup {
 
     /// Waits until the worker logging to `name` has acked a job, so every copy of its results is in.
     fn acked_by(&self, name: &str) {
+        self.logged(name, " answered (delivery ");
+    }
+
+    /// Waits until the worker logging to `name` has logged `needle`.
+    fn logged(&self, name: &str, needle: &str) {
         let path = self.dir.path().join(name);
         let done = wait_until(Duration::from_secs(30), || {
-            std::fs::read_to_string(&path).is_ok_and(|log| log.contains(" answered (delivery "))
+            std::fs::read_to_string(&path).is_ok_and(|log| log.contains(needle))
         });
-        assert!(done, "{name} did not ack the job");
+        assert!(done, "{name} did not log `{needle}`");
     }
 
     fn results(&self) -> Vec<ResultMsg> {
@@ -421,15 +426,18 @@ fn two_workers_never_run_the_same_call_at_once() {
     setup.write("b.txt", "to delete");
     // The first worker stalls (no in-progress acks) after looking up its first call, for longer than
     // the ack wait: JetStream delivers the job to the second worker meanwhile.
-    let _stalled = setup
-        .spec
-        .spawn(&[("TURNGATE_TEST_WORKER_STALL_AT", "before-call:5000")]);
+    let _stalled = setup.spawn_logged(
+        "first.log",
+        &[("TURNGATE_TEST_WORKER_STALL_AT", "before-call:5000")],
+    );
     setup.submit("stalled", &three_calls());
     std::thread::sleep(Duration::from_millis(700));
     // The second worker gets the job again while the first holds the root's lease, waits for it,
     // and answers from the journal.
     let _second = setup.spawn_logged("second.log", &[]);
     setup.acked_by("second.log");
+    // The first worker is done with its delivery too (answered, or its late ack refused).
+    setup.logged("first.log", "job #1 ");
     let results = setup.answered("stalled", Duration::from_secs(30));
     assert_once(&setup, "stalled", &results);
     let log = std::fs::read_to_string(setup.dir.path().join("second.log")).unwrap();
