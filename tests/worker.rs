@@ -239,7 +239,8 @@ fn malformed_jobs_are_answered_and_the_worker_goes_on() {
         turngate::worker::setup::ensure_streams(&js, &Settings::default())
             .await
             .unwrap();
-        let bad: Vec<(Vec<(&str, &str)>, &[u8])> = vec![
+        type Headers<'a> = Vec<(&'a str, &'a str)>;
+        let bad: Vec<(Headers, &[u8])> = vec![
             (vec![], b"no headers at all"),
             (vec![("Nats-Msg-Id", "bad id!")], b""),
             (

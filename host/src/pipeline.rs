@@ -194,7 +194,7 @@ pub async fn process_turn_with(
 
 /// What an earlier attempt at the same turn applied for a call: asked with the call's key (see
 /// [`process_turn_recorded`]), it answers the call's journal entry, or `None` when the call must run.
-pub type Recorded<'a, E> = &'a mut dyn FnMut(&str) -> Result<Option<JournalEntry>, E>;
+pub type Recorded<'a, E> = &'a mut (dyn FnMut(&str) -> Result<Option<JournalEntry>, E> + Send);
 
 /// Runs the turn gate like [`process_turn_with`], once per call across attempts at the same turn
 /// (the same `turn_id`): before each call of a completed turn runs, `recorded` is asked for the

@@ -168,6 +168,8 @@ impl WorkerSpec {
         }
         match &self.log {
             Some(log) => {
+                // The test's own log file, not a path beneath a root.
+                #[allow(clippy::disallowed_methods)]
                 let file = std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
