@@ -487,3 +487,44 @@ fn a_job_past_max_deliver_is_answered_with_a_dead_letter_report() {
     let journal = journal(&setup.root());
     assert_eq!(journal.len(), 1, "{journal:#?}");
 }
+
+#[test]
+fn call_ids_that_cannot_be_headers_are_answered_under_their_hash() {
+    let Some(setup) = Setup::new("call_ids_that_cannot_be_headers_are_answered_under_their_hash")
+    else {
+        return;
+    };
+    let mut worker = setup.spec.spawn(&[]);
+    let hostile = ["line\r\nNats-Msg-Id: forged".to_owned(), "x".repeat(300)];
+    let calls: Vec<_> = hostile
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            (
+                id.clone(),
+                "write_file",
+                json!({"path": format!("h{i}.txt"), "content": "h"}),
+            )
+        })
+        .collect();
+    setup.submit("hostile", &anthropic_turn(&calls, false));
+    let results = setup.answered("hostile", Duration::from_secs(30));
+    let report = results.iter().find(|r| r.kind == "report").unwrap();
+    assert_eq!(report.exit, Some(0), "{:#}", report.payload);
+    let answered: Vec<_> = results
+        .iter()
+        .filter(|r| r.kind == "call")
+        .map(|r| {
+            (
+                r.key.clone().unwrap(),
+                r.payload["key"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(answered.len(), 2);
+    for ((header, key), id) in answered.iter().zip(&hostile) {
+        assert!(header.starts_with("sha256-"), "{header}");
+        assert_eq!(key, id);
+    }
+    assert!(worker.alive());
+}

@@ -136,6 +136,7 @@ pub struct WorkerSpec {
     pub max_deliver: i64,
     pub concurrency: usize,
     pub log: Option<PathBuf>,
+    pub prefix: String,
 }
 
 impl WorkerSpec {
@@ -148,6 +149,7 @@ impl WorkerSpec {
             max_deliver: 20,
             concurrency: 2,
             log: None,
+            prefix: "turngate".into(),
         }
     }
 
@@ -159,6 +161,7 @@ impl WorkerSpec {
             .args(["--ack-wait-ms", &self.ack_wait_ms.to_string()])
             .args(["--max-deliver", &self.max_deliver.to_string()])
             .args(["--concurrency", &self.concurrency.to_string()])
+            .args(["--prefix", &self.prefix])
             .arg("--cache-dir")
             .arg(test_cache_dir())
             .stdin(Stdio::null())

@@ -4,7 +4,7 @@
 //! Every message carries `Turngate-Kind: call | report`. A call's result has `Nats-Msg-Id:
 //! <job>:call:<key>` (the key is the call ID, or `#<position>` for a Gemini call without one; a key
 //! with characters outside `[A-Za-z0-9_.:#-]` or longer than 128 bytes is replaced by its SHA-256),
-//! `Turngate-Call: <key>`, `Turngate-Replayed: true` when it was answered from the journal, and the
+//! `Turngate-Call: <key>` (the same replacement), `Turngate-Replayed: true` when it was answered from the journal, and the
 //! payload `{"job", "key", "id", "name", "status", "reason", "changes", "output"}`. The report has
 //! `Nats-Msg-Id: <job>:report`, `Turngate-Exit` (the exit code `turngate run` would give: 0, 2 or 3;
 //! 1 for a job that was refused) and the payload `turngate run` prints; a dead-lettered job's report
@@ -72,14 +72,20 @@ pub fn exit_code(report: &TurnReport) -> u8 {
 
 /// The de-duplication ID of a call's result.
 pub fn call_msg_id(job: &str, key: &str) -> String {
+    format!("{job}:call:{}", header_key(key))
+}
+
+/// A call key as it may appear in a header: itself when it is short and plain, otherwise its SHA-256
+/// (a call ID is the model's text, and a header cannot carry a line break).
+pub fn header_key(key: &str) -> String {
     let safe = key.len() <= 128
         && key
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"_.:#-".contains(&b));
     if safe {
-        format!("{job}:call:{key}")
+        key.to_owned()
     } else {
-        format!("{job}:call:sha256-{}", crate::audit::sha256_text(key))
+        format!("sha256-{}", crate::audit::sha256_text(key))
     }
 }
 
@@ -104,7 +110,7 @@ impl Answer {
             let key = call_key(call.id.as_deref(), position);
             let mut headers = HeaderMap::new();
             headers.insert(HEADER_KIND, "call");
-            headers.insert(HEADER_CALL, key.as_str());
+            headers.insert(HEADER_CALL, header_key(&key).as_str());
             if replayed.contains(&key) {
                 headers.insert(HEADER_REPLAYED, "true");
             }

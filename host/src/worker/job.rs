@@ -78,8 +78,24 @@ pub fn new_job_id() -> String {
 }
 
 impl Job {
-    /// The job's headers, as [`Job::from_parts`] reads them.
-    pub fn headers(&self) -> HeaderMap {
+    /// The job's headers, as [`Job::from_parts`] reads them; refused when the ID or the root would
+    /// be refused there.
+    pub fn headers(&self) -> Result<HeaderMap, JobError> {
+        if !is_job_id(&self.id) {
+            return Err(JobError::Invalid {
+                header: HEADER_ID,
+                detail: format!("`{}` is not a job ID", self.id.escape_debug()),
+            });
+        }
+        if !is_plain_name(&self.root) {
+            return Err(JobError::Invalid {
+                header: HEADER_ROOT,
+                detail: format!(
+                    "`{}` is not a plain directory name",
+                    self.root.escape_debug()
+                ),
+            });
+        }
         let mut headers = HeaderMap::new();
         headers.insert(HEADER_ID, self.id.as_str());
         headers.insert(HEADER_PROVIDER, self.provider.as_str());
@@ -87,7 +103,7 @@ impl Job {
         if self.forced_tool_choice {
             headers.insert(HEADER_FORCED_TOOL_CHOICE, "true");
         }
-        headers
+        Ok(headers)
     }
 
     /// Reads a job from a message's headers and payload. On an error, also answers the job ID when
@@ -182,14 +198,14 @@ mod tests {
     #[test]
     fn a_job_reads_back_from_its_headers() {
         let job = job();
-        let back = Job::from_parts(Some(&job.headers()), job.stream.clone()).unwrap();
+        let back = Job::from_parts(Some(&job.headers().unwrap()), job.stream.clone()).unwrap();
         assert_eq!(back, job);
     }
 
     #[test]
     fn roots_that_are_not_plain_names_are_refused_with_the_job_id() {
-        for root in ["..", ".", "a/b", "/etc", "", "a\0b", "a\nb"] {
-            let mut headers = job().headers();
+        for root in ["..", ".", "a/b", "/etc", "", "a\0b", "a\tb"] {
+            let mut headers = job().headers().unwrap();
             headers.insert(HEADER_ROOT, root);
             let (id, error) = Job::from_parts(Some(&headers), Bytes::new()).unwrap_err();
             assert_eq!(id.as_deref(), Some("j-1"), "{root:?}");
@@ -201,14 +217,14 @@ mod tests {
     fn bad_ids_and_providers_are_refused() {
         assert!(Job::from_parts(None, Bytes::new()).is_err());
         for id in ["", "_x", "a.b", "a b", &"x".repeat(65)] {
-            let mut headers = job().headers();
+            let mut headers = job().headers().unwrap();
             headers.insert(HEADER_ID, id);
             assert_eq!(
                 Job::from_parts(Some(&headers), Bytes::new()).unwrap_err().0,
                 None
             );
         }
-        let mut headers = job().headers();
+        let mut headers = job().headers().unwrap();
         headers.insert(HEADER_PROVIDER, "cohere");
         let (id, _) = Job::from_parts(Some(&headers), Bytes::new()).unwrap_err();
         assert_eq!(id.as_deref(), Some("j-1"));

@@ -38,9 +38,12 @@ pub async fn submit(
     settings: &Settings,
     job: &Job,
 ) -> Result<Submitted, WorkerError> {
+    let headers = job
+        .headers()
+        .map_err(|e| WorkerError::Config(e.to_string()))?;
     setup::ensure_streams(js, settings).await?;
     let publish = PublishMessage::build()
-        .headers(job.headers())
+        .headers(headers)
         .payload(job.stream.clone());
     let ack = js
         .send_publish(settings.names.jobs_subject(), publish)
