@@ -156,6 +156,7 @@ fn workers(nats: &Nats, count: usize, jobs: usize) -> Row {
         let submit = |n: usize| {
             let js = js.clone();
             let settings = settings.clone();
+            let prefix = prefix.clone();
             async move {
                 turngate::worker::submit::submit(&js, &settings, &job(n, &prefix))
                     .await
