@@ -135,7 +135,7 @@ pub async fn worker(args: WorkerArgs) -> Result<ExitCode> {
         log,
     )
     .run(client)
-    .await?;
+    .await;
     Ok(ExitCode::from(crate::EXIT_OK))
 }
 

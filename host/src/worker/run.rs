@@ -91,13 +91,26 @@ impl Worker {
         }
     }
 
-    /// Works until the connection is gone for good: creates the streams and consumers when missing,
-    /// then answers jobs and dead letters. Runs on the current thread (a `LocalSet`).
-    pub async fn run(self, client: async_nats::Client) -> Result<(), WorkerError> {
+    /// Works until it is killed: creates the streams and consumers when missing (retrying while the
+    /// server is not there yet, or restarting), then answers jobs and dead letters. Runs on the
+    /// current thread (a `LocalSet`).
+    pub async fn run(self, client: async_nats::Client) {
         let js = jetstream::new(client);
-        setup::ensure_streams(&js, &self.settings).await?;
-        let jobs = setup::jobs_consumer(&js, &self.settings).await?;
-        let dead = setup::dead_consumer(&js, &self.settings).await?;
+        let (jobs, dead) = loop {
+            let ready = async {
+                setup::ensure_streams(&js, &self.settings).await?;
+                let jobs = setup::jobs_consumer(&js, &self.settings).await?;
+                let dead = setup::dead_consumer(&js, &self.settings).await?;
+                Ok::<_, WorkerError>((jobs, dead))
+            };
+            match ready.await {
+                Ok(consumers) => break consumers,
+                Err(error) => {
+                    (self.log)(&format!("setting up (retrying): {error}"));
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        };
         let worker = Rc::new(self);
         let local = tokio::task::LocalSet::new();
         local
@@ -112,15 +125,11 @@ impl Worker {
             .await
     }
 
-    async fn pull_jobs(
-        self: Rc<Self>,
-        js: Context,
-        jobs: jetstream::consumer::PullConsumer,
-    ) -> Result<(), WorkerError> {
+    async fn pull_jobs(self: Rc<Self>, js: Context, jobs: jetstream::consumer::PullConsumer) {
         let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(self.concurrency));
         loop {
             let Ok(slot) = slots.clone().acquire_owned().await else {
-                return Ok(());
+                return;
             };
             let message = match next_message(&jobs).await {
                 Ok(Some(message)) => message,
