@@ -14,6 +14,8 @@
 //!   protocol, plus audit records.
 //! * [`live`]: the same pipeline around live HTTP requests, with retries, bounded regeneration and the
 //!   agent loop.
+//! * [`worker`]: the same pipeline behind a NATS JetStream work queue, exactly once per call across
+//!   worker crashes and redeliveries.
 //! * [`Toolbox`], built with [`ToolboxBuilder`]: the bundled tools plus any loaded components, each
 //!   described, schema-checked and compiled once (precompiled code is cached on disk).
 //! * [`Root`]: the directory calls are confined to, held as a capability handle.
@@ -62,6 +64,7 @@ mod test_hooks;
 pub mod toolbox;
 pub mod turn;
 pub mod view;
+pub mod worker;
 
 pub use approval::{ApprovalFuture, ApprovalRequest, ApproveAll, Approver};
 pub use cancel::Cancel;

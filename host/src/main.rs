@@ -87,6 +87,12 @@ enum Command {
     /// auth; 11 invalid request; 12 rate limit; 13 overloaded; 14 server error; 15 transport; 16 stream
     /// parse; 130 cancelled (Ctrl-C, between calls); 1: usage or configuration error.
     Agent(AgentArgs),
+    /// Pull turn jobs from a NATS JetStream work queue and gate each as `run` does, applying every
+    /// call's effect exactly once (see ARCHITECTURE.md, "Workers"). Runs until killed.
+    Worker(cli::worker::WorkerArgs),
+    /// Enqueue a turn job for the workers. With --wait, print its report as `run` does and exit with
+    /// run's exit codes (1 also for a job the workers refused).
+    Submit(cli::worker::SubmitArgs),
     /// Commands for tool authors: list the tools, inspect a component, check its conformance.
     Tools {
         #[command(subcommand)]
@@ -433,6 +439,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }))
         }
         Command::Agent(args) => agent(args).await,
+        Command::Worker(args) => cli::worker::worker(args).await,
+        Command::Submit(args) => cli::worker::submit(args).await,
         Command::Journal { root } => {
             let root =
                 Root::open(&root).with_context(|| format!("opening root {}", root.display()))?;

@@ -12,6 +12,10 @@
 //! [`process_turn_with`] adds [`TurnHooks`]: an [`Approver`] consulted for calls of a tool the policy
 //! marks `approval = "ask"` (no approver: denied), and a [`Cancel`] signal (the calls after it get a
 //! `cancelled` error result, so every call ID is still answered exactly once).
+//!
+//! [`process_turn_recorded`] is the same gate for a turn that may be attempted more than once (a
+//! worker's redelivered job): a call an earlier attempt applied is answered from its journal entry and
+//! not run again.
 
 use std::time::Duration;
 
@@ -25,6 +29,7 @@ use crate::audit::{
 use crate::cancel::Cancel;
 use crate::descriptor::Access;
 use crate::effects::Effects;
+use crate::effects::journal::JournalEntry;
 use crate::gate::check_call;
 use crate::history::{ToolResult, render};
 use crate::outcome::CallOutcome;
@@ -181,6 +186,47 @@ pub async fn process_turn_with(
     options: TurnOptions,
     hooks: TurnHooks<'_>,
 ) -> TurnReport {
+    let Ok(report) =
+        gate_turn::<std::convert::Infallible>(toolbox, root, policy, turn, options, hooks, None)
+            .await;
+    report
+}
+
+/// What an earlier attempt at the same turn applied for a call: asked with the call's key (see
+/// [`process_turn_recorded`]), it answers the call's journal entry, or `None` when the call must run.
+pub type Recorded<'a, E> = &'a mut (dyn FnMut(&str) -> Result<Option<JournalEntry>, E> + Send);
+
+/// Runs the turn gate like [`process_turn_with`], once per call across attempts at the same turn
+/// (the same `turn_id`): before each call of a completed turn runs, `recorded` is asked for the
+/// call's key (its ID, or `#<position>` for a Gemini call without one, which is also the call ID the
+/// journal then records). A call it answers is not run again: its result is the recorded output and
+/// changes. An error from `recorded` stops the turn at that call, and is returned.
+pub async fn process_turn_recorded<E>(
+    toolbox: &Toolbox,
+    root: &Root,
+    policy: &Policy,
+    turn: Turn,
+    options: TurnOptions,
+    hooks: TurnHooks<'_>,
+    recorded: Recorded<'_, E>,
+) -> Result<TurnReport, E> {
+    gate_turn(toolbox, root, policy, turn, options, hooks, Some(recorded)).await
+}
+
+/// The key a call is recorded under: its ID, or its position for a call without one.
+pub fn call_key(id: Option<&str>, position: usize) -> String {
+    id.map_or_else(|| format!("#{position}"), str::to_owned)
+}
+
+async fn gate_turn<E>(
+    toolbox: &Toolbox,
+    root: &Root,
+    policy: &Policy,
+    turn: Turn,
+    options: TurnOptions,
+    hooks: TurnHooks<'_>,
+    mut recorded: Option<Recorded<'_, E>>,
+) -> Result<TurnReport, E> {
     let turn_id = options.turn_id.clone().unwrap_or_else(new_turn_id);
     let mut calls = Vec::with_capacity(turn.calls.len());
     let mut call_records = Vec::new();
@@ -217,17 +263,29 @@ pub async fn process_turn_with(
                 };
                 (report, None, Vec::new())
             } else {
-                let mut context = CallContext {
-                    root,
-                    policy,
-                    effects: &effects,
-                    approver: hooks.approver,
-                    review: options.review,
-                    cancel: hooks.cancel,
-                    call_id: call.id.clone(),
-                    turn: Some(turn_id.clone()),
+                let key = recorded
+                    .is_some()
+                    .then(|| call_key(call.id.as_deref(), position));
+                let prior = match (recorded.as_mut(), &key) {
+                    (Some(recorded), Some(key)) => recorded(key)?,
+                    _ => None,
                 };
-                run_call(toolbox, &mut context, turn.provider, call).await
+                match prior {
+                    Some(entry) => (replayed(call, entry), None, Vec::new()),
+                    None => {
+                        let mut context = CallContext {
+                            root,
+                            policy,
+                            effects: &effects,
+                            approver: hooks.approver,
+                            review: options.review,
+                            cancel: hooks.cancel,
+                            call_id: key.or_else(|| call.id.clone()),
+                            turn: Some(turn_id.clone()),
+                        };
+                        run_call(toolbox, &mut context, turn.provider, call).await
+                    }
+                }
             };
             results.push(ToolResult {
                 call: position,
@@ -263,12 +321,25 @@ pub async fn process_turn_with(
         audit.extend(call_records.into_iter().map(AuditRecord::Call));
     }
     debug_assert!(turn.ending.status == TurnStatus::Completed || history.is_empty());
-    TurnReport {
+    Ok(TurnReport {
         turn_id,
         turn,
         calls,
         history,
         audit,
+    })
+}
+
+/// The verdict on a call an earlier attempt applied: its recorded output and changes.
+fn replayed(call: &RawCall, entry: JournalEntry) -> CallReport {
+    CallReport {
+        id: call.id.clone(),
+        name: call.name.clone(),
+        status: CallStatus::Ok,
+        reason: None,
+        step: None,
+        output: Some(entry.output.unwrap_or_default()),
+        changes: entry.changes,
     }
 }
 

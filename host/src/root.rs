@@ -39,6 +39,24 @@ impl Root {
         })
     }
 
+    /// Opens the directory `name` directly inside `parent` (without following a symlink) as the root:
+    /// a worker's root, named by a job, beneath its `--roots` directory. `name` must be a plain name
+    /// ([`is_plain_name`]); `parent_path` is where `parent` is, for messages.
+    pub fn open_in(parent: &Dir, parent_path: &Path, name: &str) -> io::Result<Root> {
+        if !is_plain_name(name) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("`{name}` is not a plain directory name"),
+            ));
+        }
+        let dir = parent.open_dir_nofollow(name)?;
+        Ok(Root {
+            dir,
+            path: parent_path.join(name),
+            staging: Mutex::new(None),
+        })
+    }
+
     /// The canonical path the root was opened at (for messages; not used for access).
     pub fn path(&self) -> &Path {
         &self.path
@@ -98,6 +116,16 @@ impl Drop for Root {
             let _ = state.remove_dir(name);
         }
     }
+}
+
+/// Whether `name` names an entry directly inside a directory: not empty, not `.` or `..`, at most 255
+/// bytes, no `/`, no control characters (NUL included).
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.len() <= 255
+        && !name.chars().any(|c| c == '/' || c.is_control())
 }
 
 /// Opens the directory `name` in `parent` without following a symlink, creating it when missing.

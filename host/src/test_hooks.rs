@@ -8,8 +8,16 @@
 //!   change in place, not yet marked applied).
 //! * `TURNGATE_TEST_BLOCK_OPEN=<location>` makes the view's open of that file block for a minute, as a
 //!   host call on a hung filesystem would (`view/lower.rs`).
+//! * `TURNGATE_TEST_WORKER_CRASH_AT=<point>[@<n>]` aborts a worker the n-th time (the first without
+//!   `@n`) it reaches that point of a job (`worker/run.rs`): `before-call` (a call looked up in the
+//!   journal, not found, about to run), `after-apply` (every call of the job answered and applied,
+//!   nothing published), `mid-publish` (the first result message stored), `after-publish` (every
+//!   result stored, the job not acked).
+//! * `TURNGATE_TEST_WORKER_STALL_AT=<point>:<ms>` blocks the worker's thread for that long the first
+//!   time it reaches the point, as a stalled process would (no in-progress acks meanwhile).
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 fn setting(cell: &'static OnceLock<Option<String>>, name: &str) -> Option<&'static str> {
@@ -29,5 +37,28 @@ pub(crate) fn block_open(location: &str) {
     static AT: OnceLock<Option<String>> = OnceLock::new();
     if setting(&AT, "TURNGATE_TEST_BLOCK_OPEN") == Some(location) {
         std::thread::sleep(Duration::from_secs(60));
+    }
+}
+
+/// A worker's test points: aborts or stalls there if asked to (see the module docs).
+pub(crate) fn worker_point(point: &str) {
+    static CRASH: OnceLock<Option<String>> = OnceLock::new();
+    static REACHED: AtomicU32 = AtomicU32::new(0);
+    if let Some(setting) = setting(&CRASH, "TURNGATE_TEST_WORKER_CRASH_AT") {
+        let (at, nth) = setting
+            .split_once('@')
+            .map_or((setting, 1), |(at, n)| (at, n.parse().unwrap_or(1)));
+        if at == point && REACHED.fetch_add(1, Ordering::SeqCst) + 1 == nth {
+            std::process::abort();
+        }
+    }
+    static STALL: OnceLock<Option<String>> = OnceLock::new();
+    static STALLED: AtomicBool = AtomicBool::new(false);
+    if let Some((at, ms)) =
+        setting(&STALL, "TURNGATE_TEST_WORKER_STALL_AT").and_then(|s| s.split_once(':'))
+        && at == point
+        && !STALLED.swap(true, Ordering::SeqCst)
+    {
+        std::thread::sleep(Duration::from_millis(ms.parse().unwrap_or(0)));
     }
 }

@@ -1,8 +1,10 @@
 //! The binary's modules: reading streams for `run`, the `demo`, the tool author's commands, the
-//! terminal glue of `agent` (and the approver `run` and `call` share), and `journal` / `undo`.
+//! terminal glue of `agent` (and the approver `run` and `call` share), `journal` / `undo`, and
+//! `worker` / `submit`.
 
 pub mod agent;
 pub mod demo;
 pub mod journal;
 pub mod stream;
 pub mod tools;
+pub mod worker;

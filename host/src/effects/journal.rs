@@ -11,7 +11,11 @@
 //!   restores it byte-identical with a rename;
 //! * `lock`: every apply, undo and recovery holds an exclusive lock on it, so two processes (or
 //!   workers) never apply to the same root at once;
-//! * `staging/`: the views' staging directories.
+//! * `staging/`: the views' staging directories;
+//! * `lease`: a worker holds an exclusive lock on it ([`Lease`]) for a whole job on the root, so the
+//!   lookup, run and apply of a call is atomic with respect to every other worker. It is a file of its
+//!   own because a `flock` is per open file: the journal takes and drops `lock` around each operation,
+//!   which would release a lease held on the same file.
 //!
 //! Applying a call: check every target (it must still resolve beneath the root through real
 //! directories, and be what the view first saw), write the intent, make it and the staged files durable
@@ -47,6 +51,8 @@ pub const LOG_FILE: &str = "journal.jsonl";
 pub const PRE_DIR: &str = "pre";
 /// The lock file in the state directory.
 pub const LOCK_FILE: &str = "lock";
+/// The workers' lease file in the state directory.
+pub const LEASE_FILE: &str = "lease";
 
 /// How much of the past the journal keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -310,6 +316,29 @@ impl Journal {
             .values()
             .rev()
             .find(|c| c.state == CallState::Applied && c.call_id.as_deref() == Some(call_id))
+            .cloned())
+    }
+
+    /// The applied call of `turn` with this call ID, if the journal has one: a call that was applied
+    /// (and perhaps undone since) was run once, and is not to be run again for that turn.
+    pub fn find_applied_in(
+        &mut self,
+        turn: &str,
+        call_id: &str,
+    ) -> Result<Option<JournalEntry>, EffectError> {
+        let guard = self.locked()?;
+        self.refresh()?;
+        drop(guard);
+        Ok(self
+            .calls
+            .values()
+            .find(|c| {
+                matches!(
+                    c.state,
+                    CallState::Applied | CallState::Undo | CallState::Undone
+                ) && c.turn.as_deref() == Some(turn)
+                    && c.call_id.as_deref() == Some(call_id)
+            })
             .cloned())
     }
 
@@ -859,6 +888,37 @@ impl Journal {
         }
         self.log_read += line.len() as u64;
         Ok(())
+    }
+}
+
+/// A worker's exclusive hold on a root for a whole job (see the module docs): an exclusive `flock` on
+/// `.turngate/lease`, released when dropped, or by the kernel when the process dies.
+#[derive(Debug)]
+pub struct Lease {
+    /// Open for as long as the lease is held: closing it releases the lock.
+    _locked: File,
+}
+
+impl Lease {
+    /// Takes the lease of `root` if no other process (or task) holds it; `None` when one does.
+    pub fn try_take(root: &Root) -> Result<Option<Lease>, EffectError> {
+        let state = root
+            .state_subdir(PRE_DIR)
+            .and_then(|_| root.existing_state_dir())
+            .map_err(|e| journal_error("cannot open the state directory", e))?
+            .ok_or_else(|| journal_error("the state directory", "vanished"))?;
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true);
+        cap_fs_ext::OpenOptionsFollowExt::follow(&mut options, cap_fs_ext::FollowSymlinks::No);
+        let file = state
+            .open_with(LEASE_FILE, &options)
+            .map_err(|e| journal_error("cannot open the lease", e))?
+            .into_std();
+        match file.try_lock() {
+            Ok(()) => Ok(Some(Lease { _locked: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(journal_error("cannot take the lease", e)),
+        }
     }
 }
 

@@ -1,0 +1,109 @@
+//! The submitter's side: enqueue a job, and wait for its report.
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{DeliverPolicy, pull};
+use async_nats::jetstream::context::Context;
+use async_nats::jetstream::message::PublishMessage;
+use bytes::Bytes;
+use futures_util::StreamExt;
+
+use super::WorkerError;
+use super::answer::{HEADER_EXIT, HEADER_KIND};
+use super::job::Job;
+use super::setup::{self, Settings};
+
+/// How a submission went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Submitted {
+    /// The job's sequence in the jobs stream.
+    pub stream_seq: u64,
+    /// JetStream had this job ID already (within the de-duplication window): it was not enqueued
+    /// again.
+    pub duplicate: bool,
+}
+
+/// A job's report, as its worker published it.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The exit code `turngate run` would give (1 for a refused job).
+    pub exit_code: u8,
+    /// The JSON `turngate run` prints.
+    pub json: Bytes,
+}
+
+/// Enqueues `job` (creating the streams when missing), waiting for JetStream to store it.
+pub async fn submit(
+    js: &Context,
+    settings: &Settings,
+    job: &Job,
+) -> Result<Submitted, WorkerError> {
+    let headers = job
+        .headers()
+        .map_err(|e| WorkerError::Config(e.to_string()))?;
+    setup::ensure_streams(js, settings).await?;
+    let publish = PublishMessage::build()
+        .headers(headers)
+        .payload(job.stream.clone());
+    let ack = js
+        .send_publish(settings.names.jobs_subject(), publish)
+        .await
+        .map_err(|e| WorkerError::nats("submitting the job")(&e))?
+        .await
+        .map_err(|e| WorkerError::nats("submitting the job")(&e))?;
+    Ok(Submitted {
+        stream_seq: ack.sequence,
+        duplicate: ack.duplicate,
+    })
+}
+
+/// Waits for the report of job `id` (which may have arrived already), at most `timeout`.
+pub async fn wait_for_report(
+    js: &Context,
+    settings: &Settings,
+    id: &str,
+    timeout: Option<Duration>,
+) -> Result<Report, WorkerError> {
+    let wait = async {
+        let stream = js
+            .get_stream(settings.names.results_stream())
+            .await
+            .map_err(|e| WorkerError::nats("opening the results stream")(&e))?;
+        let consumer = stream
+            .create_consumer(pull::OrderedConfig {
+                filter_subject: settings.names.results_subject(id),
+                deliver_policy: DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| WorkerError::nats("reading the results")(&e))?;
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| WorkerError::nats("reading the results")(&e))?;
+        while let Some(message) = messages.next().await {
+            let message = message.map_err(|e| WorkerError::nats("reading the results")(&e))?;
+            let headers = message.headers.as_ref();
+            let header = |name| headers.and_then(|h| h.get(name)).map(|v| v.as_str());
+            if header(HEADER_KIND) == Some("report") {
+                let exit_code = header(HEADER_EXIT)
+                    .and_then(|e| e.parse().ok())
+                    .unwrap_or(1);
+                return Ok(Report {
+                    exit_code,
+                    json: message.payload.clone(),
+                });
+            }
+        }
+        Err(WorkerError::Nats {
+            what: "reading the results",
+            message: "the stream ended".into(),
+        })
+    };
+    match timeout {
+        Some(limit) => tokio::time::timeout(limit, wait)
+            .await
+            .map_err(|_| WorkerError::Timeout(format!("the report of job {id}")))?,
+        None => wait.await,
+    }
+}

@@ -1,0 +1,530 @@
+//! `turngate worker` and `turngate submit` against a real NATS server (started by each test from the
+//! system binary): answers as `run` gives them, refusals of malformed jobs, and one test per
+//! protection of exactly-once (journal lookup, de-duplication IDs, ack after store, the lease per
+//! root, recovery), each stopping a worker at a test-hook point and letting another finish the job.
+
+mod worker_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use turngate::Provider;
+use turngate::worker::job::Job;
+use turngate::worker::setup::Settings;
+use worker_support::*;
+
+const PREFIX: &str = "turngate";
+
+struct Setup {
+    nats: Nats,
+    dir: tempfile::TempDir,
+    spec: WorkerSpec,
+}
+
+impl Setup {
+    fn new(test: &str) -> Option<Setup> {
+        let nats = Nats::start(nats_server_binary(test)?);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("roots/r1")).unwrap();
+        let spec = WorkerSpec::new(nats.url(), &dir.path().join("roots"));
+        Some(Setup { nats, dir, spec })
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("roots/r1")
+    }
+
+    fn write(&self, rel: &str, content: &str) {
+        std::fs::write(self.root().join(rel), content).unwrap();
+    }
+
+    fn read(&self, rel: &str) -> Option<String> {
+        std::fs::read_to_string(self.root().join(rel)).ok()
+    }
+
+    fn submit(&self, id: &str, stream: &str) {
+        let job = Job {
+            id: id.into(),
+            provider: Provider::Anthropic,
+            root: "r1".into(),
+            forced_tool_choice: false,
+            stream: Bytes::from(stream.to_owned()),
+        };
+        runtime().block_on(submit_job(&self.nats.url(), &Settings::default(), &job));
+    }
+
+    /// A worker whose log goes to `name` in the test directory.
+    fn spawn_logged(&self, name: &str, env: &[(&str, &str)]) -> WorkerProcess {
+        let mut spec = self.spec.clone();
+        spec.log = Some(self.dir.path().join(name));
+        spec.spawn(env)
+    }
+
+    /// Waits until the worker logging to `name` has acked a job, so every copy of its results is in.
+    fn acked_by(&self, name: &str) {
+        self.logged(name, " answered (delivery ");
+    }
+
+    /// Waits until the worker logging to `name` has logged `needle`.
+    fn logged(&self, name: &str, needle: &str) {
+        let path = self.dir.path().join(name);
+        let done = wait_until(Duration::from_secs(30), || {
+            std::fs::read_to_string(&path).is_ok_and(|log| log.contains(needle))
+        });
+        assert!(done, "{name} did not log `{needle}`");
+    }
+
+    fn results(&self) -> Vec<ResultMsg> {
+        runtime().block_on(all_results(&self.nats.url(), PREFIX))
+    }
+
+    /// Waits for job `id`'s report and returns every result of that job.
+    fn answered(&self, id: &str, limit: Duration) -> Vec<ResultMsg> {
+        let subject = format!("{PREFIX}.results.{id}");
+        let mut results = Vec::new();
+        let done = wait_until(limit, || {
+            results = self.results();
+            results
+                .iter()
+                .any(|r| r.subject == subject && r.kind == "report")
+        });
+        assert!(done, "job {id} was not answered in {limit:?}: {results:#?}");
+        results.retain(|r| r.subject == subject);
+        results
+    }
+}
+
+/// `turngate submit` (the real binary): exit code and standard output.
+fn submit_cli(url: &str, root: &str, id: &str, stream: &Path) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .args([
+            "submit",
+            "--nats",
+            url,
+            "--provider",
+            "anthropic",
+            "--root",
+            root,
+        ])
+        .args(["--job-id", id, "--wait", "--timeout-ms", "30000"])
+        .arg(stream)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The three-call job of the protection tests: a write, an edit that a second run would apply again
+/// (`one` becomes `one more`, then `one more more`), and a delete.
+fn three_calls() -> String {
+    let calls = [
+        (
+            "c1".to_owned(),
+            "write_file",
+            json!({"path": "a.txt", "content": "one"}),
+        ),
+        (
+            "c2".to_owned(),
+            "edit_file",
+            json!({"path": "a.txt", "old_string": "one", "new_string": "one more"}),
+        ),
+        ("c3".to_owned(), "delete_file", json!({"path": "b.txt"})),
+    ];
+    anthropic_turn(&calls, false)
+}
+
+/// Exactly once: each call of job `id` applied once in the journal, one result per call ID and one
+/// report, the files as one run leaves them.
+fn assert_once(setup: &Setup, id: &str, results: &[ResultMsg]) {
+    assert_eq!(setup.read("a.txt").as_deref(), Some("one more"));
+    assert_eq!(setup.read("b.txt"), None);
+    let journal = journal(&setup.root());
+    for call in ["c1", "c2", "c3"] {
+        let entries: Vec<_> = journal
+            .iter()
+            .filter(|e| e.turn.as_deref() == Some(id) && e.call_id.as_deref() == Some(call))
+            .collect();
+        assert_eq!(entries.len(), 1, "{call}: {entries:#?}");
+        assert_eq!(
+            entries[0].state,
+            turngate::effects::journal::CallState::Applied
+        );
+    }
+    let mut keys: Vec<_> = results
+        .iter()
+        .map(|r| format!("{}:{}", r.kind, r.key.clone().unwrap_or_default()))
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["call:c1", "call:c2", "call:c3", "report:"],
+        "{results:#?}"
+    );
+    let report = results.iter().find(|r| r.kind == "report").unwrap();
+    assert_eq!(report.exit, Some(0), "{:#}", report.payload);
+}
+
+#[test]
+fn a_submitted_job_is_answered_as_run_answers_it() {
+    let Some(setup) = Setup::new("a_submitted_job_is_answered_as_run_answers_it") else {
+        return;
+    };
+    let _worker = setup.spec.spawn(&[]);
+    let run_root = tempfile::tempdir().unwrap();
+    let seed = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/seed");
+    for (n, case) in ["complete", "cutoff", "outside", "invalid", "refusal"]
+        .iter()
+        .enumerate()
+    {
+        let stream = seed.join(format!("anthropic_{case}.sse"));
+        let run = Command::new(env!("CARGO_BIN_EXE_turngate"))
+            .args(["run", "--provider", "anthropic", "--root"])
+            .arg(run_root.path())
+            .arg("--cache-dir")
+            .arg(test_cache_dir())
+            .arg(&stream)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        let (code, out) = submit_cli(&setup.nats.url(), "r1", &format!("seed-{n}"), &stream);
+        assert_eq!(code, run.status.code().unwrap(), "{case}: {out}");
+        let mut submitted: Value = serde_json::from_str(&out).unwrap();
+        let mut ran: Value = serde_json::from_slice(&run.stdout).unwrap();
+        assert_eq!(submitted["turn"]["id"], format!("seed-{n}"));
+        submitted["turn"]["id"] = Value::Null;
+        ran["turn"]["id"] = Value::Null;
+        assert_eq!(submitted, ran, "{case}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(setup.root().join("notes.txt")).unwrap(),
+        std::fs::read_to_string(run_root.path().join("notes.txt")).unwrap()
+    );
+    // The same job ID again: stored once by JetStream, answered with the first report.
+    let (code, _) = submit_cli(
+        &setup.nats.url(),
+        "r1",
+        "seed-0",
+        &seed.join("anthropic_complete.sse"),
+    );
+    assert_eq!(code, 0);
+    let reports = reports(&setup.results(), PREFIX);
+    assert!(reports.values().all(|r| r.len() == 1), "{reports:#?}");
+}
+
+#[test]
+fn malformed_jobs_are_answered_and_the_worker_goes_on() {
+    let Some(setup) = Setup::new("malformed_jobs_are_answered_and_the_worker_goes_on") else {
+        return;
+    };
+    let mut worker = setup.spec.spawn(&[]);
+    let good = anthropic_turn(
+        &[(
+            "w1".into(),
+            "write_file",
+            json!({"path": "ok.txt", "content": "ok"}),
+        )],
+        false,
+    );
+    let runtime = runtime();
+    runtime.block_on(async {
+        let client = async_nats::connect(setup.nats.url()).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        turngate::worker::setup::ensure_streams(&js, &Settings::default())
+            .await
+            .unwrap();
+        type Headers<'a> = Vec<(&'a str, &'a str)>;
+        let bad: Vec<(Headers, &[u8])> = vec![
+            (vec![], b"no headers at all"),
+            (vec![("Nats-Msg-Id", "bad id!")], b""),
+            (
+                vec![
+                    ("Nats-Msg-Id", "escape"),
+                    ("Turngate-Provider", "anthropic"),
+                    ("Turngate-Root", "../r1"),
+                ],
+                good.as_bytes(),
+            ),
+            (
+                vec![
+                    ("Nats-Msg-Id", "absolute"),
+                    ("Turngate-Provider", "anthropic"),
+                    ("Turngate-Root", "/etc"),
+                ],
+                good.as_bytes(),
+            ),
+            (
+                vec![
+                    ("Nats-Msg-Id", "missing-root"),
+                    ("Turngate-Provider", "anthropic"),
+                    ("Turngate-Root", "nope"),
+                ],
+                good.as_bytes(),
+            ),
+            (
+                vec![
+                    ("Nats-Msg-Id", "provider"),
+                    ("Turngate-Provider", "cohere"),
+                    ("Turngate-Root", "r1"),
+                ],
+                good.as_bytes(),
+            ),
+            (
+                vec![
+                    ("Nats-Msg-Id", "garbage"),
+                    ("Turngate-Provider", "gemini"),
+                    ("Turngate-Root", "r1"),
+                ],
+                &[0xff, 0x00, b'\n', b'{', 0xfe],
+            ),
+        ];
+        for (headers, payload) in bad {
+            let mut map = async_nats::HeaderMap::new();
+            for (name, value) in headers {
+                map.insert(name, value);
+            }
+            js.publish_with_headers("turngate.jobs", map, Bytes::copy_from_slice(payload))
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    });
+    setup.submit("good", &good);
+    setup.answered("good", Duration::from_secs(30));
+    let results = setup.results();
+    let reports = reports(&results, PREFIX);
+    for (job, exit) in [
+        ("escape", 1),
+        ("absolute", 1),
+        ("missing-root", 1),
+        ("provider", 1),
+        ("garbage", 3),
+        ("good", 0),
+    ] {
+        let report = &reports[job];
+        assert_eq!(report.len(), 1);
+        assert_eq!(report[0].exit, Some(exit), "{job}: {:#}", report[0].payload);
+    }
+    assert_eq!(reports["_invalid"].len(), 2, "{reports:#?}");
+    assert!(worker.alive(), "the worker keeps going");
+    assert_eq!(setup.read("ok.txt").as_deref(), Some("ok"));
+    assert!(!setup.dir.path().join("r1").exists());
+}
+
+/// A worker stops at a test-hook point of job `id`; a second worker finishes it.
+fn crash_and_finish(setup: &Setup, id: &str, env: &[(&str, &str)]) -> Vec<ResultMsg> {
+    setup.write("b.txt", "to delete");
+    let mut first = setup.spec.spawn(env);
+    setup.submit(id, &three_calls());
+    assert!(
+        first.wait_exit(Duration::from_secs(30)),
+        "the hook stopped the worker"
+    );
+    let _second = setup.spawn_logged("second.log", &[]);
+    setup.acked_by("second.log");
+    setup.answered(id, Duration::from_secs(30))
+}
+
+#[test]
+fn a_job_redelivered_after_its_calls_applied_replays_them() {
+    let Some(setup) = Setup::new("a_job_redelivered_after_its_calls_applied_replays_them") else {
+        return;
+    };
+    let results = crash_and_finish(
+        &setup,
+        "replay",
+        &[("TURNGATE_TEST_WORKER_CRASH_AT", "after-apply")],
+    );
+    assert_once(&setup, "replay", &results);
+    assert!(
+        results
+            .iter()
+            .filter(|r| r.kind == "call")
+            .all(|r| r.replayed),
+        "every call answered from the journal: {results:#?}"
+    );
+}
+
+#[test]
+fn a_job_redelivered_after_publishing_is_answered_once() {
+    let Some(setup) = Setup::new("a_job_redelivered_after_publishing_is_answered_once") else {
+        return;
+    };
+    // The second worker publishes its copies (which JetStream drops) before it acks.
+    let results = crash_and_finish(
+        &setup,
+        "published",
+        &[("TURNGATE_TEST_WORKER_CRASH_AT", "after-publish")],
+    );
+    assert_once(&setup, "published", &results);
+}
+
+#[test]
+fn a_worker_killed_before_its_results_are_stored_still_answers_the_job() {
+    let Some(setup) =
+        Setup::new("a_worker_killed_before_its_results_are_stored_still_answers_the_job")
+    else {
+        return;
+    };
+    let results = crash_and_finish(
+        &setup,
+        "half-published",
+        &[("TURNGATE_TEST_WORKER_CRASH_AT", "mid-publish")],
+    );
+    assert_once(&setup, "half-published", &results);
+}
+
+#[test]
+fn a_worker_killed_before_a_call_leaves_it_to_the_next() {
+    let Some(setup) = Setup::new("a_worker_killed_before_a_call_leaves_it_to_the_next") else {
+        return;
+    };
+    let results = crash_and_finish(
+        &setup,
+        "before-call",
+        &[("TURNGATE_TEST_WORKER_CRASH_AT", "before-call@2")],
+    );
+    assert_once(&setup, "before-call", &results);
+    let replayed: Vec<_> = results
+        .iter()
+        .filter(|r| r.replayed)
+        .map(|r| r.key.clone().unwrap())
+        .collect();
+    assert_eq!(replayed, ["c1"], "{results:#?}");
+}
+
+#[test]
+fn a_crash_half_way_through_an_apply_is_settled_and_not_repeated() {
+    let Some(setup) = Setup::new("a_crash_half_way_through_an_apply_is_settled_and_not_repeated")
+    else {
+        return;
+    };
+    // The edit's changes are all in place, not yet marked applied: recovery marks it applied.
+    let results = crash_and_finish(&setup, "moved", &[("TURNGATE_TEST_CRASH_AT", "moved-all")]);
+    assert_once(&setup, "moved", &results);
+    let journal = journal(&setup.root());
+    assert!(
+        journal
+            .iter()
+            .all(|e| e.state == turngate::effects::journal::CallState::Applied),
+        "{journal:#?}"
+    );
+}
+
+#[test]
+fn two_workers_never_run_the_same_call_at_once() {
+    let Some(mut setup) = Setup::new("two_workers_never_run_the_same_call_at_once") else {
+        return;
+    };
+    setup.spec.ack_wait_ms = 1000;
+    setup.write("b.txt", "to delete");
+    // The first worker stalls (no in-progress acks) after looking up its first call, for longer than
+    // the ack wait: JetStream delivers the job to the second worker meanwhile.
+    let _stalled = setup.spawn_logged(
+        "first.log",
+        &[("TURNGATE_TEST_WORKER_STALL_AT", "before-call:5000")],
+    );
+    setup.submit("stalled", &three_calls());
+    std::thread::sleep(Duration::from_millis(700));
+    // The second worker gets the job again while the first holds the root's lease, waits for it,
+    // and answers from the journal.
+    let _second = setup.spawn_logged("second.log", &[]);
+    setup.acked_by("second.log");
+    // The first worker is done with its delivery too (answered, or its late ack refused).
+    setup.logged("first.log", "job #1 ");
+    let results = setup.answered("stalled", Duration::from_secs(30));
+    assert_once(&setup, "stalled", &results);
+    let log = std::fs::read_to_string(setup.dir.path().join("second.log")).unwrap();
+    assert!(
+        log.contains(" answered (delivery ") && !log.contains("(delivery 1)"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_job_past_max_deliver_is_answered_with_a_dead_letter_report() {
+    let Some(mut setup) =
+        Setup::new("a_job_past_max_deliver_is_answered_with_a_dead_letter_report")
+    else {
+        return;
+    };
+    setup.spec.ack_wait_ms = 1000;
+    setup.spec.max_deliver = 2;
+    setup.write("b.txt", "to delete");
+    // Delivery 1 applies c1 and dies before c2; delivery 2 replays c1 and dies before c2 again.
+    let mut first = setup
+        .spec
+        .spawn(&[("TURNGATE_TEST_WORKER_CRASH_AT", "before-call@2")]);
+    setup.submit("dead", &three_calls());
+    assert!(first.wait_exit(Duration::from_secs(30)));
+    let mut second = setup
+        .spec
+        .spawn(&[("TURNGATE_TEST_WORKER_CRASH_AT", "before-call")]);
+    assert!(second.wait_exit(Duration::from_secs(30)));
+    let _third = setup.spec.spawn(&[]);
+    let results = setup.answered("dead", Duration::from_secs(30));
+    let report = results.iter().find(|r| r.kind == "report").unwrap();
+    assert_eq!(report.exit, Some(2), "{:#}", report.payload);
+    assert_eq!(report.payload["dead_letter"]["deliveries"], 2);
+    let statuses: Vec<_> = report.payload["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(statuses, ["ok", "error", "error"]);
+    assert_eq!(results.iter().filter(|r| r.kind == "call").count(), 3);
+    // c1 applied once; c2 and c3 never ran.
+    assert_eq!(setup.read("a.txt").as_deref(), Some("one"));
+    assert_eq!(setup.read("b.txt").as_deref(), Some("to delete"));
+    let journal = journal(&setup.root());
+    assert_eq!(journal.len(), 1, "{journal:#?}");
+}
+
+#[test]
+fn call_ids_that_cannot_be_headers_are_answered_under_their_hash() {
+    let Some(setup) = Setup::new("call_ids_that_cannot_be_headers_are_answered_under_their_hash")
+    else {
+        return;
+    };
+    let mut worker = setup.spec.spawn(&[]);
+    let hostile = ["line\r\nNats-Msg-Id: forged".to_owned(), "x".repeat(300)];
+    let calls: Vec<_> = hostile
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            (
+                id.clone(),
+                "write_file",
+                json!({"path": format!("h{i}.txt"), "content": "h"}),
+            )
+        })
+        .collect();
+    setup.submit("hostile", &anthropic_turn(&calls, false));
+    let results = setup.answered("hostile", Duration::from_secs(30));
+    let report = results.iter().find(|r| r.kind == "report").unwrap();
+    assert_eq!(report.exit, Some(0), "{:#}", report.payload);
+    let answered: Vec<_> = results
+        .iter()
+        .filter(|r| r.kind == "call")
+        .map(|r| {
+            (
+                r.key.clone().unwrap(),
+                r.payload["key"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(answered.len(), 2);
+    for ((header, key), id) in answered.iter().zip(&hostile) {
+        assert!(header.starts_with("sha256-"), "{header}");
+        assert_eq!(key, id);
+    }
+    assert!(worker.alive());
+}
