@@ -190,3 +190,198 @@ fn tools_check_rejects_a_component_that_imports_sockets() {
         "{text}"
     );
 }
+
+fn fixture(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(path)
+}
+
+/// Every subcommand's exit codes, usage errors included: the README's contract (0 ok, 2 a call error or
+/// refusal, 3 not completed, 1 usage, configuration or I/O; help and version 0).
+#[test]
+fn every_subcommand_keeps_the_documented_exit_codes() {
+    let root = tempfile::tempdir().unwrap();
+    let root_arg = root.path().to_str().unwrap().to_owned();
+    let seed = |case: &str| {
+        fixture(&format!("seed/anthropic_{case}.sse"))
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    let ro = env!("TURNGATE_TEST_GUEST_HOSTILE_RO");
+    let noop = env!("TURNGATE_TEST_GUEST_NOOP");
+    let run = |case: &str| {
+        vec![
+            "run".to_owned(),
+            "--provider".into(),
+            "anthropic".into(),
+            "--root".into(),
+            root_arg.clone(),
+            seed(case),
+        ]
+    };
+    let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let cases: Vec<(&str, Vec<String>, i32)> = vec![
+        // run
+        ("run: completed, every call ok", run("complete"), 0),
+        ("run: completed, a call error", run("invalid"), 2),
+        ("run: not completed", run("refusal"), 3),
+        (
+            "run: missing root",
+            args(&[
+                "run",
+                "--provider",
+                "anthropic",
+                "--root",
+                "/nonexistent/turngate",
+                "-",
+            ]),
+            1,
+        ),
+        ("run: unknown flag", args(&["run", "--no-such-flag"]), 1),
+        (
+            "run: bad value",
+            args(&["run", "--provider", "nope", "--root", &root_arg]),
+            1,
+        ),
+        (
+            "run: missing required argument",
+            args(&["run", "--root", &root_arg]),
+            1,
+        ),
+        ("run: help", args(&["run", "--help"]), 0),
+        // call
+        (
+            "call: ok",
+            args(&["call", "--root", &root_arg, "list_dir", r#"{"path":"."}"#]),
+            0,
+        ),
+        (
+            "call: refused",
+            args(&[
+                "call",
+                "--root",
+                &root_arg,
+                "list_dir",
+                r#"{"path":"/etc"}"#,
+            ]),
+            2,
+        ),
+        (
+            "call: missing root",
+            args(&["call", "--root", "/nonexistent/turngate", "list_dir", "{}"]),
+            1,
+        ),
+        ("call: unknown flag", args(&["call", "--no-such-flag"]), 1),
+        (
+            "call: bad value",
+            args(&[
+                "call",
+                "--timeout-ms",
+                "soon",
+                "--root",
+                &root_arg,
+                "list_dir",
+                "{}",
+            ]),
+            1,
+        ),
+        (
+            "call: missing required argument",
+            args(&["call", "--root", &root_arg, "list_dir"]),
+            1,
+        ),
+        // agent (its other codes are in live.rs)
+        (
+            "agent: no API key",
+            args(&[
+                "agent",
+                "--provider",
+                "anthropic",
+                "--model",
+                "m",
+                "--root",
+                &root_arg,
+                "hi",
+            ]),
+            1,
+        ),
+        ("agent: unknown flag", args(&["agent", "--no-such-flag"]), 1),
+        (
+            "agent: bad value",
+            args(&[
+                "agent",
+                "--provider",
+                "nope",
+                "--model",
+                "m",
+                "--root",
+                &root_arg,
+                "hi",
+            ]),
+            1,
+        ),
+        (
+            "agent: missing required argument",
+            args(&[
+                "agent",
+                "--provider",
+                "anthropic",
+                "--root",
+                &root_arg,
+                "hi",
+            ]),
+            1,
+        ),
+        // demo
+        ("demo", args(&["demo"]), 0),
+        ("demo: unknown flag", args(&["demo", "--no-such-flag"]), 1),
+        // tools
+        ("tools list", args(&["tools", "list"]), 0),
+        ("tools inspect", args(&["tools", "inspect", ro]), 0),
+        (
+            "tools inspect: missing file",
+            args(&["tools", "inspect", "/nonexistent/tool.wasm"]),
+            1,
+        ),
+        ("tools check: passes", args(&["tools", "check", ro]), 0),
+        ("tools check: fails", args(&["tools", "check", noop]), 2),
+        ("tools: missing subcommand", args(&["tools"]), 1),
+        ("tools: unknown subcommand", args(&["tools", "nope"]), 1),
+        (
+            "tools check: missing required argument",
+            args(&["tools", "check"]),
+            1,
+        ),
+        // the binary
+        ("no subcommand", args(&[]), 1),
+        ("unknown subcommand", args(&["nope"]), 1),
+        ("help", args(&["--help"]), 0),
+        ("help subcommand", args(&["help", "run"]), 0),
+        ("version", args(&["--version"]), 0),
+    ];
+    let mut failures = Vec::new();
+    for (what, args, expected) in cases {
+        let out = turngate()
+            .args(&args)
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        if out.status.code() != Some(expected) {
+            failures.push(format!(
+                "{what}: exit {:?}, expected {expected}; stderr: {}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        if what.starts_with("help") || what == "version" || what == "run: help" {
+            assert!(
+                !out.stdout.is_empty(),
+                "{what}: help and version go to stdout"
+            );
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
