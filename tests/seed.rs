@@ -157,7 +157,7 @@ fn a_complete_valid_write_runs_once_and_answers_u1_for_every_provider() {
         );
         assert_eq!(
             run.report["calls"],
-            serde_json::json!([{"id": "u1", "name": "write_file", "status": "ok", "reason": null}])
+            serde_json::json!([{"kind": "function", "id": "u1", "name": "write_file", "status": "ok", "reason": null}])
         );
         let calls = call_records(&run.audit);
         assert_eq!(calls.len(), 1, "{provider}: written once");

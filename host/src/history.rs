@@ -102,7 +102,7 @@ fn with_id<'a>(turn: &'a Turn, result: &'a ToolResult) -> Option<(&'a str, &'a T
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::turn::{Ending, RawCall, TurnStatus};
+    use crate::turn::{CallKind, Ending, RawCall, TurnStatus};
 
     fn turn(
         provider: Provider,
@@ -117,6 +117,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(index, id)| RawCall {
+                    kind: CallKind::Function,
                     id: id.map(str::to_owned),
                     name: "write_file".into(),
                     raw_input: "{}".into(),

@@ -67,4 +67,4 @@ pub use policy::{Approval, Policy};
 pub use root::Root;
 pub use sandbox::{CacheSetting, Limits};
 pub use toolbox::{LoadedTool, ToolOrigin, Toolbox, ToolboxBuilder, ToolboxError};
-pub use turn::{Provider, Turn, TurnStatus};
+pub use turn::{CallKind, Provider, Turn, TurnStatus};

@@ -29,7 +29,7 @@ use crate::outcome::{CallError, RunError};
 use crate::policy::Policy;
 use crate::root::Root;
 use crate::toolbox::Toolbox;
-use crate::turn::{Provider, RawCall, Turn, TurnStatus};
+use crate::turn::{CallKind, Provider, RawCall, Turn, TurnStatus};
 
 /// What the turn gate does besides gating.
 #[derive(Debug, Clone, Copy, Default)]
@@ -156,6 +156,8 @@ impl CallStatus {
 /// The verdict on one call of a turn.
 #[derive(Debug, Clone, Serialize)]
 pub struct CallReport {
+    /// What the call asked for: `function` for a tool call, or the kind of client item.
+    pub kind: CallKind,
     /// The provider's call ID.
     pub id: Option<String>,
     /// The tool name as the model gave it.
@@ -193,7 +195,8 @@ impl TurnReport {
     }
 
     /// The report as the CLI prints it:
-    /// `{"turn": {"status", "stop_reason", "detail"}, "calls": [{"id", "name", "status", "reason"}], "history": [...]}`.
+    /// `{"turn": {"status", "stop_reason", "detail"}, "calls": [{"kind", "id", "name", "status", "reason"}],
+    /// "history": [...]}`.
     pub fn to_json(&self) -> Value {
         serde_json::json!({
             "turn": {
@@ -235,6 +238,7 @@ pub async fn process_turn_with(
         let reason = format!("the turn ended {}: nothing runs", turn.ending.status);
         for call in &turn.calls {
             let report = CallReport {
+                kind: call.kind,
                 id: call.id.clone(),
                 name: call.name.clone(),
                 status: CallStatus::NotRun,
@@ -251,6 +255,7 @@ pub async fn process_turn_with(
         for (position, call) in turn.calls.iter().enumerate() {
             let (report, duration, paths) = if hooks.cancel.is_some_and(Cancel::is_cancelled) {
                 let report = CallReport {
+                    kind: call.kind,
                     id: call.id.clone(),
                     name: call.name.clone(),
                     status: CallStatus::Error,
@@ -314,6 +319,7 @@ async fn run_call(
     hooks: TurnHooks<'_>,
 ) -> (CallReport, Option<Duration>, Vec<PathRecord>) {
     let error = |step: &'static str, reason: String| CallReport {
+        kind: call.kind,
         id: call.id.clone(),
         name: call.name.clone(),
         status: CallStatus::Error,
@@ -398,6 +404,7 @@ async fn run_call(
     };
     let report = match outcome.result {
         Ok(output) => CallReport {
+            kind: call.kind,
             id: call.id.clone(),
             name: call.name.clone(),
             status: CallStatus::Ok,

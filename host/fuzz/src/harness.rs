@@ -17,7 +17,8 @@
 //! * the concatenated text deltas equal [`Turn::text`];
 //! * [`crate::turn::Ending::detail`] is non-empty and at most 4096 bytes (the bound `tests/decode_props.rs`
 //!   asserts);
-//! * every [`RawCall::index`] points at the matching call in [`Turn::assistant`];
+//! * every [`RawCall::index`] points at the matching call in [`Turn::assistant`] (for OpenAI Responses, an
+//!   item of the type its [`CallKind`] names);
 //! * a completed turn carries a stop reason;
 //! * a body larger than the byte budget never yields a completed turn;
 //! * for OpenAI Chat, `forced_tool_choice` changes nothing but a `finish_reason: "stop"` turn with calls,
@@ -27,7 +28,7 @@
 use serde_json::Value;
 
 use crate::providers::{DecoderOptions, TextDelta, TurnDecoder};
-use crate::turn::{Provider, RawCall, Turn, TurnStatus};
+use crate::turn::{CallKind, Provider, RawCall, Turn, TurnStatus};
 
 /// Longest chunk [`self_chunks`] produces.
 pub const MAX_CHUNK: usize = 67;
@@ -182,12 +183,22 @@ fn check_call_position(provider: Provider, assistant: &Value, call: &RawCall) {
         }
         Provider::OpenAiResponses => {
             let item = at(assistant.pointer(&format!("/{}", call.index)));
+            let (item_type, id) = match call.kind {
+                CallKind::Function => ("function_call", "/call_id"),
+                CallKind::LocalShell => ("local_shell_call", "/call_id"),
+                CallKind::Shell => ("shell_call", "/call_id"),
+                CallKind::ApplyPatch => ("apply_patch_call", "/call_id"),
+                CallKind::CustomTool => ("custom_tool_call", "/call_id"),
+                CallKind::ToolSearch => ("tool_search_call", "/call_id"),
+                CallKind::Computer => ("computer_call", "/call_id"),
+                CallKind::McpApproval => ("mcp_approval_request", "/id"),
+            };
             assert_eq!(
                 str_at(&item, "/type").as_deref(),
-                Some("function_call"),
+                Some(item_type),
                 "{call:?}"
             );
-            assert_eq!(str_at(&item, "/call_id"), call.id, "{call:?}");
+            assert_eq!(str_at(&item, id), call.id, "{call:?}");
         }
         Provider::Gemini => {
             let part = at(assistant.pointer(&format!("/parts/{}", call.index)));

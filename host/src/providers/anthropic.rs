@@ -32,7 +32,7 @@ use crate::providers::{
     typed_event,
 };
 use crate::sse::Undispatched;
-use crate::turn::{Provider, RawCall, Turn, TurnStatus};
+use crate::turn::{CallKind, Provider, RawCall, Turn, TurnStatus};
 
 #[derive(Debug)]
 struct Block {
@@ -416,6 +416,7 @@ impl ProviderFold for AnthropicFold {
                     value.insert("input".into(), input);
                     if kind == "tool_use" {
                         calls.push(RawCall {
+                            kind: CallKind::Function,
                             id: str_field(&value, "id").map(str::to_owned),
                             name: str_field(&value, "name").unwrap_or_default().to_owned(),
                             raw_input: raw,

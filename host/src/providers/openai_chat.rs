@@ -28,7 +28,7 @@ use crate::providers::{
     str_field,
 };
 use crate::sse::Undispatched;
-use crate::turn::{Provider, RawCall, Turn, TurnStatus};
+use crate::turn::{CallKind, Provider, RawCall, Turn, TurnStatus};
 
 #[derive(Debug)]
 struct ChatCall {
@@ -353,6 +353,7 @@ impl ProviderFold for ChatFold {
                 "function": {"name": call.name, "arguments": call.arguments},
             }));
             calls.push(RawCall {
+                kind: CallKind::Function,
                 id: call.id,
                 name: call.name,
                 raw_input: call.arguments,

@@ -32,7 +32,7 @@ use crate::providers::{
     typed_event,
 };
 use crate::sse::Undispatched;
-use crate::turn::{Provider, RawCall, Turn, TurnStatus};
+use crate::turn::{CallKind, Provider, RawCall, Turn, TurnStatus};
 
 #[derive(Debug)]
 struct Item {
@@ -561,6 +561,7 @@ impl ProviderFold for ResponsesFold {
                 _ => str_field(item, "arguments").unwrap_or_default().to_owned(),
             };
             calls.push(RawCall {
+                kind: CallKind::Function,
                 id: str_field(item, "call_id").map(str::to_owned),
                 name: str_field(item, "name").unwrap_or_default().to_owned(),
                 raw_input,
