@@ -385,3 +385,76 @@ fn every_subcommand_keeps_the_documented_exit_codes() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// `turngate run` on a turn: the exit code and the printed report.
+fn run_fixture(root: &std::path::Path, provider: &str, file: &str) -> (Option<i32>, Value) {
+    let out = turngate()
+        .args(["run", "--provider", provider, "--root"])
+        .arg(root)
+        .arg(fixture(file))
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{file}: {e}; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), report)
+}
+
+#[test]
+fn run_shows_each_call_kind_and_answers_every_client_item() {
+    let root = tempfile::tempdir().unwrap();
+    let (code, report) = run_fixture(
+        root.path(),
+        "openai-responses",
+        "streams/constructed/openai_responses_client_items.sse",
+    );
+    assert_eq!(code, Some(2), "completed, with call errors: {report}");
+    assert_eq!(report["turn"]["status"], "completed");
+    let calls = report["calls"].as_array().unwrap();
+    let kinds: Vec<&str> = calls.iter().map(|c| c["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "local_shell",
+            "shell",
+            "apply_patch",
+            "custom_tool",
+            "tool_search",
+            "computer",
+            "mcp_approval",
+            "function"
+        ]
+    );
+    for call in &calls[..7] {
+        assert_eq!(call["status"], "error", "{call}");
+        assert!(
+            call["reason"].as_str().unwrap().contains("does not run"),
+            "{call}"
+        );
+        for key in ["id", "name"] {
+            assert!(call[key].is_string(), "{call}: {key} kept");
+        }
+    }
+    assert_eq!(calls[7]["status"], "ok");
+    let history = report["history"].as_array().unwrap();
+    let answered: Vec<&str> = history[history.len() - 8..]
+        .iter()
+        .map(|a| a["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        answered,
+        [
+            "local_shell_call_output",
+            "shell_call_output",
+            "apply_patch_call_output",
+            "custom_tool_call_output",
+            "tool_search_output",
+            "computer_call_output",
+            "mcp_approval_response",
+            "function_call_output"
+        ]
+    );
+}

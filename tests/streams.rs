@@ -92,6 +92,42 @@ const R1: Call = (
     r#"{"path":"notes.txt","content":"hi"}"#,
 );
 const ADD12: Call = (None, "add", r#"{"a":1,"b":2}"#);
+/// The calls of `openai_responses_client_items.sse`: every item the client must answer, in output order
+/// (the hosted items before them are not calls), then a function call.
+const CLIENT_ITEMS: &[Call] = &[
+    (
+        Some("call_CONSTRUCTED_ls"),
+        "local_shell_call",
+        r#"{"command":["ls","-la"],"env":{},"timeout_ms":null,"type":"exec","user":null,"working_directory":null}"#,
+    ),
+    (
+        Some("call_CONSTRUCTED_sh"),
+        "shell_call",
+        r#"{"commands":["cat notes.txt"],"max_output_length":null,"timeout_ms":null}"#,
+    ),
+    (
+        Some("call_CONSTRUCTED_ap"),
+        "apply_patch_call",
+        r#"{"diff":"@@\n-Original notes\n+Patched notes\n","path":"notes.txt","type":"update_file"}"#,
+    ),
+    (Some("call_CONSTRUCTED_ct"), "run_sql", "SELECT 1"),
+    (
+        Some("call_CONSTRUCTED_ts"),
+        "tool_search_call",
+        r#"{"paths":["crm"]}"#,
+    ),
+    (
+        Some("call_CONSTRUCTED_cu"),
+        "computer_call",
+        r#"{"type":"screenshot"}"#,
+    ),
+    (
+        Some("mcpr_CONSTRUCTED"),
+        "ask_question",
+        r#"{"repoName":"octo/repo","question":"What is it?"}"#,
+    ),
+    R1,
+];
 
 const CASES: &[Case] = &[
     // ---- recorded / SDK fixtures / constructed by the research (streams/README.md) ----
@@ -821,6 +857,14 @@ const CASES: &[Case] = &[
         Some("STOP"),
         &[ADD12],
     ),
+    // ---- real provider turns (issue 8): shapes from the providers' documentation, see constructed/README.md ----
+    case(
+        "constructed/openai_responses_client_items.sse",
+        OpenAiResponses,
+        Completed,
+        Some("completed"),
+        CLIENT_ITEMS,
+    ),
 ];
 
 #[test]
@@ -1308,5 +1352,62 @@ fn hostile_volume_keeps_detail_bounded_and_reports_every_call() {
         turn.ending.detail.contains("and 995 more"),
         "{}",
         turn.ending.detail
+    );
+}
+
+#[test]
+fn responses_client_items_are_calls_of_their_kind_and_hosted_items_stay_in_the_turn() {
+    use turngate::CallKind::*;
+    let turn = check(
+        "constructed/openai_responses_client_items.sse",
+        OpenAiResponses,
+    );
+    let kinds: Vec<_> = turn.calls.iter().map(|c| c.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            LocalShell,
+            Shell,
+            ApplyPatch,
+            CustomTool,
+            ToolSearch,
+            Computer,
+            McpApproval,
+            Function
+        ]
+    );
+    let items = turn.assistant.as_array().unwrap();
+    let types: Vec<&str> = items.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "web_search_call",
+            "file_search_call",
+            "code_interpreter_call",
+            "mcp_list_tools",
+            "mcp_call",
+            "shell_call",
+            "shell_call_output",
+            "tool_search_call",
+            "tool_search_output",
+            "image_generation_call",
+            "local_shell_call",
+            "shell_call",
+            "apply_patch_call",
+            "custom_tool_call",
+            "tool_search_call",
+            "computer_call",
+            "mcp_approval_request",
+            "function_call"
+        ],
+        "every item stays in the assistant turn, hosted or not"
+    );
+    assert_eq!(
+        turn.calls.iter().map(|c| c.index).collect::<Vec<_>>(),
+        (10..18).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        turn.ending.detail,
+        "response.completed: 1 function call(s), 7 other client item(s)"
     );
 }

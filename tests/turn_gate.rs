@@ -70,8 +70,13 @@ fn every_fixture_runs_nothing_unless_completed_and_answers_each_call_once() {
             .filter(|c| c.id.is_some() || provider == Provider::Gemini)
             .map(|c| c.id.clone())
             .collect();
+        // The answers follow the assistant turn (one message, or the Responses items).
+        let answers_from = match &report.turn.assistant {
+            Value::Array(items) if provider == Provider::OpenAiResponses => items.len(),
+            _ => 1,
+        };
         assert_eq!(
-            results_in(provider, &report.history)
+            results_in(provider, &report.history[answers_from..])
                 .into_iter()
                 .map(|(id, _)| id)
                 .collect::<Vec<_>>(),
@@ -329,4 +334,125 @@ fn the_audit_log_hashes_paths_around_each_call() {
         records[1]["input_sha256"],
         sha(&report.turn.calls[0].raw_input)
     );
+}
+
+/// Decodes a fixture and runs it through the turn gate on a fresh root holding `notes.txt`.
+fn gate_fixture(file: &str, provider: Provider) -> (turngate::TurnReport, Workspace) {
+    let mut decoder = TurnDecoder::new(provider);
+    decoder.feed(&read_fixture(file));
+    let ws = Workspace::new();
+    ws.write("notes.txt", "Original notes\n");
+    let report = block_on(process_turn(
+        bundled(),
+        &ws.root,
+        &Policy::allow_all(),
+        decoder.finish(),
+        TurnOptions::default(),
+    ));
+    (report, ws)
+}
+
+/// Each call's (kind, status), as the CLI prints them.
+fn verdicts(report: &turngate::TurnReport) -> Vec<(String, String)> {
+    report
+        .calls
+        .iter()
+        .map(|c| {
+            let v = serde_json::to_value(c).unwrap();
+            (
+                v["kind"].as_str().unwrap().to_owned(),
+                v["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect()
+}
+
+#[test]
+fn every_responses_client_item_gets_one_refusal_in_its_own_shape_and_nothing_runs_for_it() {
+    let (report, ws) = gate_fixture(
+        "constructed/openai_responses_client_items.sse",
+        Provider::OpenAiResponses,
+    );
+    assert_eq!(report.turn.ending.status, turngate::TurnStatus::Completed);
+    assert_eq!(
+        verdicts(&report),
+        pairs(&[
+            ("local_shell", "error"),
+            ("shell", "error"),
+            ("apply_patch", "error"),
+            ("custom_tool", "error"),
+            ("tool_search", "error"),
+            ("computer", "error"),
+            ("mcp_approval", "error"),
+            ("function", "ok"),
+        ])
+    );
+    for call in &report.calls[..7] {
+        assert_eq!(call.step, Some("kind"));
+        let reason = call.reason.as_deref().unwrap();
+        assert!(reason.contains("does not run"), "{reason}");
+    }
+    assert_eq!(ws.read("notes.txt"), "hi", "only the function call wrote");
+    let items = report.turn.assistant.as_array().unwrap().len();
+    let answers: Vec<(&str, &str)> = report.history[items..]
+        .iter()
+        .map(|a| {
+            let id = a
+                .get("call_id")
+                .or_else(|| a.get("approval_request_id"))
+                .and_then(Value::as_str)
+                .unwrap();
+            (a["type"].as_str().unwrap(), id)
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            ("local_shell_call_output", "call_CONSTRUCTED_ls"),
+            ("shell_call_output", "call_CONSTRUCTED_sh"),
+            ("apply_patch_call_output", "call_CONSTRUCTED_ap"),
+            ("custom_tool_call_output", "call_CONSTRUCTED_ct"),
+            ("tool_search_output", "call_CONSTRUCTED_ts"),
+            ("computer_call_output", "call_CONSTRUCTED_cu"),
+            ("mcp_approval_response", "mcpr_CONSTRUCTED"),
+            ("function_call_output", "call_CONSTRUCTED_r1"),
+        ],
+        "one answer per item, none for the hosted items"
+    );
+    let answer = |t: &str| {
+        report.history[items..]
+            .iter()
+            .find(|a| a["type"] == t)
+            .unwrap()
+    };
+    assert_eq!(answer("apply_patch_call_output")["status"], "failed");
+    assert_eq!(answer("mcp_approval_response")["approve"], false);
+    assert!(
+        answer("mcp_approval_response")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not run")
+    );
+    assert_eq!(
+        answer("shell_call_output")["output"][0]["outcome"],
+        json!({"type": "exit", "exit_code": 1})
+    );
+    assert_eq!(answer("tool_search_output")["tools"], json!([]));
+    assert_eq!(answer("tool_search_output")["status"], "incomplete");
+    for t in ["local_shell_call_output", "custom_tool_call_output"] {
+        assert!(
+            answer(t)["output"]
+                .as_str()
+                .unwrap()
+                .contains("does not run"),
+            "{t}"
+        );
+    }
 }

@@ -3,7 +3,9 @@
 //! Nothing runs unless the turn ended the provider's normal way ([`TurnStatus::Completed`]); otherwise
 //! every call is `not_run` and the history is empty. For a completed turn each call, in order, goes
 //! through the per-call gate ([`check_call`]) and, if approved, the sandbox; a refused or failed call gets
-//! an error result naming the step and the reason, and the other calls still run.
+//! an error result naming the step and the reason, and the other calls still run. A client item that is
+//! not a function call ([`CallKind`]) skips the gate: no loaded tool runs that kind of item, so it gets an
+//! error result saying so (step `kind`), answered in its own protocol shape.
 //!
 //! [`process_turn_with`] adds [`TurnHooks`]: an [`Approver`] consulted before each gate-approved call
 //! of a tool the policy marks `approval = "ask"` (no approver: denied), and a [`Cancel`] signal checked
@@ -264,6 +266,8 @@ pub async fn process_turn_with(
                     output: None,
                 };
                 (report, None, Vec::new())
+            } else if call.kind != CallKind::Function {
+                (not_run_here(call), None, Vec::new())
             } else {
                 run_call(toolbox, root, policy, turn.provider, call, options, hooks).await
             };
@@ -417,6 +421,23 @@ async fn run_call(
         Err(CallError::Gate(e)) => error(e.step(), e.to_string()),
     };
     (report, Some(outcome.duration), paths)
+}
+
+/// The answer to a client item this host does not run (no loaded tool maps to its kind): an error that
+/// says so, without going through the gate. Its history entry is that item's own refusal shape.
+fn not_run_here(call: &RawCall) -> CallReport {
+    CallReport {
+        kind: call.kind,
+        id: call.id.clone(),
+        name: call.name.clone(),
+        status: CallStatus::Error,
+        reason: Some(format!(
+            "this host does not run {} items (no loaded tool runs them): not run",
+            call.kind
+        )),
+        step: Some("kind"),
+        output: None,
+    }
 }
 
 fn call_record(

@@ -87,8 +87,9 @@ pub struct Turn {
     ///   (`partialArgs`) is stored as one `functionCall` part with the assembled `args` (and the first piece's
     ///   `thoughtSignature`).
     pub assistant: serde_json::Value,
-    /// Every client tool call seen, in stream order, whatever the ending (a turn that is not completed still
-    /// lists its calls so the gate can mark them `not_run`).
+    /// Every client call seen (tool calls, and the Responses items the client must answer), in stream order,
+    /// whatever the ending (a turn that is not completed still lists its calls so the gate can mark them
+    /// `not_run`).
     pub calls: Vec<RawCall>,
     /// How the turn ended: the only input of the turn-level gate.
     pub ending: Ending,
@@ -105,12 +106,16 @@ pub struct RawCall {
     /// The provider's call ID (Anthropic `tool_use.id`, OpenAI Chat `tool_calls[].id`, Responses `call_id`
     /// (an `mcp_approval_request`'s own `id`), Gemini `functionCall.id`, which is optional).
     pub id: Option<String>,
-    /// The tool name as streamed (empty when the stream never named the call, which is malformed).
+    /// The tool name as streamed (empty when the stream never named the call, which is malformed). For a
+    /// Responses item without a name (a shell, patch, computer or tool search call), the item type.
     pub name: String,
     /// Argument text exactly as received: the concatenated fragments (Anthropic `partial_json`, OpenAI
-    /// `arguments`); an empty Anthropic buffer is `{}`. For Gemini the raw text of `args` as it appeared in the
-    /// chunk (taken with `serde_json::value::RawValue`, so duplicate keys and formatting survive; `{}` when `args`
-    /// is absent); for Vertex `partialArgs`, the object assembled from the pieces, serialized in arrival order.
+    /// `arguments`); an empty Anthropic buffer is `{}`.
+    /// For Gemini the raw text of `args` as it appeared in the chunk (taken with
+    /// `serde_json::value::RawValue`, so duplicate keys and formatting survive; `{}` when `args` is absent); for
+    /// Vertex `partialArgs`, the object assembled from the pieces, serialized in arrival order. For a Responses
+    /// item that is not a function call, what it asks for, serialized (`action`, `operation`, `input`,
+    /// `arguments`): it is never parsed, only audited.
     pub raw_input: String,
     /// Position of the call in [`Turn::assistant`]: Anthropic content block, OpenAI Chat `tool_calls` entry,
     /// Responses output item, Gemini part.
