@@ -458,3 +458,57 @@ fn run_shows_each_call_kind_and_answers_every_client_item() {
         ]
     );
 }
+
+#[test]
+fn run_understands_every_real_provider_turn() {
+    for (provider, file, code, status, kinds_statuses) in [(
+        "openai-responses",
+        "openai_responses_program_function_call.sse",
+        0,
+        "completed",
+        &[("function", "ok")],
+    )] {
+        let root = tempfile::tempdir().unwrap();
+        let (got, report) = run_fixture(
+            root.path(),
+            provider,
+            &format!("streams/constructed/{file}"),
+        );
+        assert_eq!(got, Some(code), "{file}: {report}");
+        assert_eq!(report["turn"]["status"], status, "{file}");
+        let calls: Vec<(&str, &str)> = report["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["kind"].as_str().unwrap(), c["status"].as_str().unwrap()))
+            .collect();
+        assert_eq!(calls, kinds_statuses, "{file}");
+        let history = report["history"].as_array().unwrap();
+        if status == "completed" {
+            let ids: Vec<Value> = report["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].clone())
+                .collect();
+            // Anthropic tool_result blocks, OpenAI Chat tool messages, Responses function_call_output items.
+            let mut answered = Vec::new();
+            for m in history {
+                for block in m["content"].as_array().into_iter().flatten() {
+                    if block["type"] == "tool_result" {
+                        answered.push(block["tool_use_id"].clone());
+                    }
+                }
+                if m["role"] == "tool" {
+                    answered.push(m["tool_call_id"].clone());
+                }
+                if m["type"] == "function_call_output" {
+                    answered.push(m["call_id"].clone());
+                }
+            }
+            assert_eq!(answered, ids, "{file}: one answer per call ID");
+        } else {
+            assert!(history.is_empty(), "{file}");
+        }
+    }
+}

@@ -859,6 +859,28 @@ const CASES: &[Case] = &[
     ),
     // ---- real provider turns (issue 8): shapes from the providers' documentation, see constructed/README.md ----
     case(
+        "constructed/openai_responses_program_function_call.sse",
+        OpenAiResponses,
+        Completed,
+        Some("completed"),
+        &[(
+            Some("call_CONSTRUCTED_p"),
+            "write_file",
+            r#"{"path":"notes.txt","content":"hi"}"#,
+        )],
+    ),
+    case(
+        "constructed/openai_responses_program_call_args_open.sse",
+        OpenAiResponses,
+        Malformed,
+        Some("completed"),
+        &[(
+            Some("call_CONSTRUCTED_p"),
+            "write_file",
+            r#"{"path":"notes.txt","content":"hi"}"#,
+        )],
+    ),
+    case(
         "constructed/openai_responses_client_items.sse",
         OpenAiResponses,
         Completed,
@@ -1409,5 +1431,29 @@ fn responses_client_items_are_calls_of_their_kind_and_hosted_items_stay_in_the_t
     assert_eq!(
         turn.ending.detail,
         "response.completed: 1 function call(s), 7 other client item(s)"
+    );
+}
+
+#[test]
+fn responses_program_calls_are_accepted_only_with_their_arguments_done() {
+    let turn = check(
+        "constructed/openai_responses_program_function_call.sse",
+        OpenAiResponses,
+    );
+    assert_eq!(
+        turn.assistant[0]["type"], "program",
+        "the program item stays"
+    );
+    assert_eq!(turn.assistant[1]["status"], "in_progress");
+    assert_eq!(turn.assistant[1]["caller"]["type"], "program");
+    assert_eq!(turn.calls[0].index, 1);
+    let open = check(
+        "constructed/openai_responses_program_call_args_open.sse",
+        OpenAiResponses,
+    );
+    assert!(
+        open.ending.detail.contains("in status in_progress"),
+        "{}",
+        open.ending.detail
     );
 }

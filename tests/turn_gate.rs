@@ -375,6 +375,23 @@ fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 #[test]
+fn a_program_made_responses_call_runs_and_its_answer_names_the_program() {
+    let (report, ws) = gate_fixture(
+        "constructed/openai_responses_program_function_call.sse",
+        Provider::OpenAiResponses,
+    );
+    assert_eq!(verdicts(&report), pairs(&[("function", "ok")]));
+    assert_eq!(ws.read("notes.txt"), "hi");
+    let answer = &report.history[2];
+    assert_eq!(answer["type"], "function_call_output");
+    assert_eq!(answer["call_id"], "call_CONSTRUCTED_p");
+    assert_eq!(
+        answer["caller"],
+        json!({"type": "program", "caller_id": "call_CONSTRUCTED_prog"})
+    );
+}
+
+#[test]
 fn every_responses_client_item_gets_one_refusal_in_its_own_shape_and_nothing_runs_for_it() {
     let (report, ws) = gate_fixture(
         "constructed/openai_responses_client_items.sse",

@@ -25,7 +25,9 @@
 //!   the terminal event, stray lines.
 //! * No terminal event -> Incomplete.
 //! * `response.completed`: `status: "completed"` -> Completed, unless a refusal content part or refusal delta
-//!   was seen (-> Refused) or a function call item's status is not `completed` (-> Malformed); any other status -> Incomplete. `response.incomplete`: `incomplete_details.reason`
+//!   was seen (-> Refused) or a function call item's status is not `completed` (-> Malformed; except a call
+//!   made by a program, `caller: {"type": "program"}`, still `in_progress` with its arguments finished: the
+//!   client owns it); any other status -> Incomplete. `response.incomplete`: `incomplete_details.reason`
 //!   `max_output_tokens` -> Truncated, `content_filter` -> Filtered, else Incomplete. `response.failed` ->
 //!   Errored.
 //!
@@ -64,6 +66,11 @@ impl Item {
     /// The item asks the client for an answer (judged from the item alone).
     fn is_client_call(&self) -> bool {
         client_kind(&self.accumulated(), &[]).is_some()
+    }
+
+    /// The arguments are final: `function_call_arguments.done` or `output_item.done` was seen.
+    fn args_finished(&self) -> bool {
+        self.args_done || self.done.is_some()
     }
 
     fn id(&self) -> Option<&str> {
@@ -447,6 +454,7 @@ impl ResponsesFold {
                 let unfinished = items.iter().find(|item| {
                     str_field(item, "type") == Some("function_call")
                         && str_field(item, "status").is_some_and(|s| s != "completed")
+                        && !self.program_call_ready(item)
                 });
                 if let Some(item) = unfinished {
                     return (
@@ -501,6 +509,23 @@ impl ResponsesFold {
                 (TurnStatus::Errored, format!("response.failed: {detail}"))
             }
         }
+    }
+
+    /// A function call that a program (programmatic tool calling) made: the response completes while the
+    /// call is still `in_progress`, because the client owns it and must run it. It is ready when its
+    /// arguments finished streaming.
+    fn program_call_ready(&self, item: &Map<String, Value>) -> bool {
+        let by_program = item
+            .get("caller")
+            .and_then(|c| c.get("type"))
+            .and_then(Value::as_str)
+            == Some("program");
+        let streamed = str_field(item, "id")
+            .and_then(|id| self.ids.get(id))
+            .and_then(|i| self.items.get(i));
+        by_program
+            && str_field(item, "status") == Some("in_progress")
+            && streamed.is_some_and(Item::args_finished)
     }
 
     fn stop_reason(&self) -> Option<String> {
