@@ -461,13 +461,22 @@ fn run_shows_each_call_kind_and_answers_every_client_item() {
 
 #[test]
 fn run_understands_every_real_provider_turn() {
-    for (provider, file, code, status, kinds_statuses) in [(
-        "openai-responses",
-        "openai_responses_program_function_call.sse",
-        0,
-        "completed",
-        &[("function", "ok")],
-    )] {
+    for (provider, file, code, status, kinds_statuses) in [
+        (
+            "openai-responses",
+            "openai_responses_program_function_call.sse",
+            0,
+            "completed",
+            &[("function", "ok")],
+        ),
+        (
+            "openai-responses",
+            "openai_responses_incomplete_item_left_out.sse",
+            3,
+            "truncated",
+            &[("function", "not_run")],
+        ),
+    ] {
         let root = tempfile::tempdir().unwrap();
         let (got, report) = run_fixture(
             root.path(),

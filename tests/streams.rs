@@ -887,6 +887,17 @@ const CASES: &[Case] = &[
         Some("completed"),
         CLIENT_ITEMS,
     ),
+    case(
+        "constructed/openai_responses_incomplete_item_left_out.sse",
+        OpenAiResponses,
+        Truncated,
+        Some("max_output_tokens"),
+        &[(
+            Some("call_CONSTRUCTED_r1"),
+            "write_file",
+            r#"{"path":"notes.txt","content":"Fil"}"#,
+        )],
+    ),
 ];
 
 #[test]
@@ -1456,4 +1467,16 @@ fn responses_program_calls_are_accepted_only_with_their_arguments_done() {
         "{}",
         open.ending.detail
     );
+}
+
+#[test]
+fn responses_cut_at_the_limit_may_leave_a_streaming_call_out_of_its_output() {
+    let turn = check(
+        "constructed/openai_responses_incomplete_item_left_out.sse",
+        OpenAiResponses,
+    );
+    assert_eq!(turn.ending.detail, "response.incomplete: max_output_tokens");
+    // The streamed items stand in for the output, so the call's index points at it.
+    assert_eq!(turn.assistant[1]["type"], "function_call");
+    assert_eq!(turn.calls[0].index, 1);
 }

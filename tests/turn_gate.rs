@@ -473,3 +473,15 @@ fn every_responses_client_item_gets_one_refusal_in_its_own_shape_and_nothing_run
         );
     }
 }
+
+#[test]
+fn a_responses_turn_cut_at_the_limit_mid_call_is_truncated_and_runs_nothing() {
+    let (report, ws) = gate_fixture(
+        "constructed/openai_responses_incomplete_item_left_out.sse",
+        Provider::OpenAiResponses,
+    );
+    assert_eq!(report.turn.ending.status, turngate::TurnStatus::Truncated);
+    assert_eq!(verdicts(&report), pairs(&[("function", "not_run")]));
+    assert!(report.history.is_empty());
+    assert_eq!(ws.read("notes.txt"), "Original notes\n");
+}

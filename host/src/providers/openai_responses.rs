@@ -21,7 +21,7 @@
 //!   item never added, argument deltas for a
 //!   non-function item or after its `done`, final arguments (from `.done`, `output_item.done` or the terminal
 //!   output) that differ from the streamed deltas, a call without its call ID, a streamed call missing from
-//!   the terminal output, any event after
+//!   the terminal output (except, in `response.incomplete`, one that was still streaming), any event after
 //!   the terminal event, stray lines.
 //! * No terminal event -> Incomplete.
 //! * `response.completed`: `status: "completed"` -> Completed, unless a refusal content part or refusal delta
@@ -372,11 +372,19 @@ impl ResponsesFold {
             .values()
             .filter(|i| i.is_client_call() && !i.id().is_some_and(in_output))
             .collect();
-        if let Some(item) = missing.first() {
-            self.common.malformed(format!(
-                "call {} was streamed but is absent from the terminal output",
-                clip(item.id().unwrap_or("without id"))
-            ));
+        if !missing.is_empty() {
+            // A response cut short (`response.incomplete`) may leave out an item that was still streaming;
+            // the provider said why it stopped. Anything else missing contradicts the stream.
+            let cut_short = self
+                .terminal
+                .as_ref()
+                .is_some_and(|(kind, _)| *kind == TerminalKind::Incomplete);
+            if let Some(item) = missing.iter().find(|i| !cut_short || i.done.is_some()) {
+                self.common.malformed(format!(
+                    "call {} was streamed but is absent from the terminal output",
+                    clip(item.id().unwrap_or("without id"))
+                ));
+            }
             return self.items.values().map(Item::accumulated).collect();
         }
         let mut items = Vec::with_capacity(output.len());
@@ -757,6 +765,28 @@ mod tests {
             turn.calls.len(),
             1,
             "streamed call kept when the output is empty"
+        );
+        // Cut short, the output may leave out a call still streaming, never one that was done.
+        let left_out = r#"{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"id":"m","type":"message"}]}"#;
+        let turn = decode(
+            Provider::OpenAiResponses,
+            stream([0, 1, 2, 3], "response.incomplete", left_out).as_bytes(),
+        );
+        assert_eq!(turn.ending.status, TurnStatus::Truncated);
+        let done = ev(
+            "response.output_item.done",
+            3,
+            r#","output_index":0,"item":{"id":"fc1","type":"function_call","status":"completed","arguments":"{}","call_id":"call1","name":"w"}"#,
+        );
+        let mut body = stream([0, 1, 2, 4], "response.incomplete", left_out);
+        let at = body.find("event: response.incomplete").unwrap();
+        body.insert_str(at, &done);
+        let turn = decode(Provider::OpenAiResponses, body.as_bytes());
+        assert_eq!(
+            turn.ending.status,
+            TurnStatus::Malformed,
+            "{:?}",
+            turn.ending
         );
         let failed =
             r#"{"status":"failed","error":{"code":"server_error","message":"x"},"output":[]}"#;
