@@ -476,6 +476,13 @@ fn run_understands_every_real_provider_turn() {
             "truncated",
             &[("function", "not_run")],
         ),
+        (
+            "openai-responses",
+            "openai_responses_item_id_per_event.sse",
+            0,
+            "completed",
+            &[("function", "ok")],
+        ),
     ] {
         let root = tempfile::tempdir().unwrap();
         let (got, report) = run_fixture(

@@ -898,6 +898,20 @@ const CASES: &[Case] = &[
             r#"{"path":"notes.txt","content":"Fil"}"#,
         )],
     ),
+    case(
+        "constructed/openai_responses_item_id_per_event.sse",
+        OpenAiResponses,
+        Completed,
+        Some("completed"),
+        &[R1],
+    ),
+    case(
+        "constructed/openai_responses_item_id_contradiction.sse",
+        OpenAiResponses,
+        Malformed,
+        Some("completed"),
+        &[R1],
+    ),
 ];
 
 #[test]
@@ -1479,4 +1493,25 @@ fn responses_cut_at_the_limit_may_leave_a_streaming_call_out_of_its_output() {
     // The streamed items stand in for the output, so the call's index points at it.
     assert_eq!(turn.assistant[1]["type"], "function_call");
     assert_eq!(turn.calls[0].index, 1);
+}
+
+#[test]
+fn responses_events_are_matched_by_output_index_when_the_item_id_is_unknown() {
+    let turn = check(
+        "constructed/openai_responses_item_id_per_event.sse",
+        OpenAiResponses,
+    );
+    assert_eq!(turn.text, "Saving now.");
+    let contradiction = check(
+        "constructed/openai_responses_item_id_contradiction.sse",
+        OpenAiResponses,
+    );
+    assert!(
+        contradiction
+            .ending
+            .detail
+            .contains("item_id names the item at output_index 1, but output_index is 0"),
+        "{}",
+        contradiction.ending.detail
+    );
 }

@@ -485,3 +485,14 @@ fn a_responses_turn_cut_at_the_limit_mid_call_is_truncated_and_runs_nothing() {
     assert!(report.history.is_empty());
     assert_eq!(ws.read("notes.txt"), "Original notes\n");
 }
+
+#[test]
+fn a_responses_turn_whose_item_ids_change_with_every_event_runs() {
+    let (report, ws) = gate_fixture(
+        "constructed/openai_responses_item_id_per_event.sse",
+        Provider::OpenAiResponses,
+    );
+    assert_eq!(verdicts(&report), pairs(&[("function", "ok")]));
+    assert_eq!(ws.read("notes.txt"), "hi");
+    assert_eq!(report.history[2]["call_id"], "call_CONSTRUCTED_r1");
+}

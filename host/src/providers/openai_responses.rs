@@ -2,8 +2,9 @@
 //! `.failed`).
 //!
 //! Items come from `response.output_item.added` / `.done` (keyed by `output_index`); function call arguments
-//! from `response.function_call_arguments.delta` (keyed by `item_id`), concatenated exactly as received. A
-//! function call's name is taken from `output_item.added` when a later event lacks it.
+//! from `response.function_call_arguments.delta` (keyed by `item_id`, or by `output_index` when the `item_id`
+//! names no added item: some compatible endpoints send a new one with every event), concatenated exactly as
+//! received. A function call's name is taken from `output_item.added` when a later event lacks it.
 //!
 //! Calls ([`RawCall`], in output order): every `function_call` (call ID `call_id`), and every item the client
 //! must answer, with its [`CallKind`]: `local_shell_call`, `shell_call` in a local environment (one with no
@@ -18,7 +19,7 @@
 //! * Malformed: unparseable data, data without a string `type`, an `event:` name that differs from
 //!   `data.type` (a missing `event:` line is tolerated), a `sequence_number` that does not strictly increase
 //!   (a missing one is tolerated), a second `added` for an output index or item id, `done` / deltas for an
-//!   item never added, argument deltas for a
+//!   item never added, an `item_id` and an `output_index` that name different items, argument deltas for a
 //!   non-function item or after its `done`, final arguments (from `.done`, `output_item.done` or the terminal
 //!   output) that differ from the streamed deltas, a call without its call ID, a streamed call missing from
 //!   the terminal output (except, in `response.incomplete`, one that was still streaming), any event after
@@ -126,13 +127,21 @@ pub struct ResponsesFold {
 }
 
 impl ResponsesFold {
+    /// The output index an event is about: its `item_id` when that names an added item (and then its
+    /// `output_index`, if any, must agree), else its `output_index` (some compatible endpoints send a new
+    /// `item_id` with every event, while the output index stays consistent).
     fn locate(&mut self, obj: &Map<String, Value>, kind: &str) -> Option<u64> {
-        let found = match str_field(obj, "item_id") {
-            Some(id) => self.ids.get(id).copied(),
-            None => obj
-                .get("output_index")
-                .and_then(Value::as_u64)
-                .filter(|i| self.items.contains_key(i)),
+        let by_id = str_field(obj, "item_id").and_then(|id| self.ids.get(id).copied());
+        let index = obj.get("output_index").and_then(Value::as_u64);
+        let found = match (by_id, index) {
+            (Some(at), Some(index)) if at != index => {
+                self.common.malformed(format!(
+                    "{kind}: item_id names the item at output_index {at}, but output_index is {index}"
+                ));
+                return None;
+            }
+            (Some(at), _) => Some(at),
+            (None, index) => index.filter(|i| self.items.contains_key(i)),
         };
         if found.is_none() {
             self.common
