@@ -463,6 +463,13 @@ fn run_shows_each_call_kind_and_answers_every_client_item() {
 fn run_understands_every_real_provider_turn() {
     for (provider, file, code, status, kinds_statuses) in [
         (
+            "anthropic",
+            "anthropic_message_start_content.sse",
+            0,
+            "completed",
+            &[("function", "ok")][..],
+        ),
+        (
             "openai-responses",
             "openai_responses_program_function_call.sse",
             0,

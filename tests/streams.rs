@@ -859,6 +859,17 @@ const CASES: &[Case] = &[
     ),
     // ---- real provider turns (issue 8): shapes from the providers' documentation, see constructed/README.md ----
     case(
+        "constructed/anthropic_message_start_content.sse",
+        Anthropic,
+        Completed,
+        Some("tool_use"),
+        &[(
+            Some("toolu_CONSTRUCTED_pt"),
+            "write_file",
+            r#"{"content":"hello","path":"notes.txt"}"#,
+        )],
+    ),
+    case(
         "constructed/openai_responses_program_function_call.sse",
         OpenAiResponses,
         Completed,
@@ -1397,6 +1408,23 @@ fn hostile_volume_keeps_detail_bounded_and_reports_every_call() {
     );
     assert!(
         turn.ending.detail.contains("and 995 more"),
+        "{}",
+        turn.ending.detail
+    );
+}
+
+#[test]
+fn anthropic_content_carried_whole_in_message_start_is_the_message() {
+    let turn = check("constructed/anthropic_message_start_content.sse", Anthropic);
+    assert_eq!(
+        turn.assistant["content"],
+        json!([{"type": "tool_use", "id": "toolu_CONSTRUCTED_pt", "name": "write_file",
+                "input": {"path": "notes.txt", "content": "hello"},
+                "caller": {"type": "code_execution_20250825", "tool_id": "srvtoolu_CONSTRUCTED_1"}}])
+    );
+    assert_eq!(turn.calls[0].index, 0);
+    assert!(
+        turn.ending.detail.contains("1 tool call"),
         "{}",
         turn.ending.detail
     );

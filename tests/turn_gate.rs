@@ -375,6 +375,24 @@ fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 #[test]
+fn anthropic_content_whole_in_message_start_runs_and_is_answered() {
+    let (report, ws) = gate_fixture(
+        "constructed/anthropic_message_start_content.sse",
+        Provider::Anthropic,
+    );
+    assert_eq!(report.turn.ending.status, turngate::TurnStatus::Completed);
+    assert_eq!(verdicts(&report), pairs(&[("function", "ok")]));
+    assert_eq!(ws.read("notes.txt"), "hello");
+    assert_eq!(report.history.len(), 2);
+    assert_eq!(report.history[1]["content"][0]["type"], "tool_result");
+    assert_eq!(
+        report.history[1]["content"][0]["tool_use_id"],
+        "toolu_CONSTRUCTED_pt"
+    );
+    assert_eq!(report.history[1]["content"][0]["is_error"], false);
+}
+
+#[test]
 fn a_program_made_responses_call_runs_and_its_answer_names_the_program() {
     let (report, ws) = gate_fixture(
         "constructed/openai_responses_program_function_call.sse",

@@ -110,8 +110,8 @@ pub struct RawCall {
     /// Responses item without a name (a shell, patch, computer or tool search call), the item type.
     pub name: String,
     /// Argument text exactly as received: the concatenated fragments (Anthropic `partial_json`, OpenAI
-    /// `arguments`); an empty Anthropic buffer is `{}`.
-    /// For Gemini the raw text of `args` as it appeared in the chunk (taken with
+    /// `arguments`); an empty Anthropic buffer is `{}`, a complete `tool_use` block carried in `message_start`
+    /// gives its `input` serialized. For Gemini the raw text of `args` as it appeared in the chunk (taken with
     /// `serde_json::value::RawValue`, so duplicate keys and formatting survive; `{}` when `args` is absent); for
     /// Vertex `partialArgs`, the object assembled from the pieces, serialized in arrival order. For a Responses
     /// item that is not a function call, what it asks for, serialized (`action`, `operation`, `input`,
