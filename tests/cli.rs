@@ -490,6 +490,34 @@ fn run_understands_every_real_provider_turn() {
             "completed",
             &[("function", "ok")],
         ),
+        (
+            "openai-chat",
+            "openai_chat_mistral_whole_calls.sse",
+            2,
+            "completed",
+            &[("function", "ok"), ("function", "error")],
+        ),
+        (
+            "openai-chat",
+            "openai_chat_magistral_thinking_chunks.sse",
+            0,
+            "completed",
+            &[("function", "ok")],
+        ),
+        (
+            "openai-chat",
+            "openai_chat_deepseek_reasoning_content.sse",
+            0,
+            "completed",
+            &[("function", "ok")],
+        ),
+        (
+            "openai-chat",
+            "openai_chat_xai_reasoning_content.sse",
+            0,
+            "completed",
+            &[("function", "ok")],
+        ),
     ] {
         let root = tempfile::tempdir().unwrap();
         let (got, report) = run_fixture(

@@ -92,6 +92,11 @@ const R1: Call = (
     r#"{"path":"notes.txt","content":"hi"}"#,
 );
 const ADD12: Call = (None, "add", r#"{"a":1,"b":2}"#);
+const MISTRAL_WRITE: Call = (
+    Some("CONSTRUCT1"),
+    "write_file",
+    r#"{"path": "notes.txt", "content": "hi"}"#,
+);
 /// The calls of `openai_responses_client_items.sse`: every item the client must answer, in output order
 /// (the hosted items before them are not calls), then a function call.
 const CLIENT_ITEMS: &[Call] = &[
@@ -923,6 +928,37 @@ const CASES: &[Case] = &[
         Some("completed"),
         &[R1],
     ),
+    case(
+        "constructed/openai_chat_mistral_whole_calls.sse",
+        OpenAiChat,
+        Completed,
+        Some("tool_calls"),
+        &[
+            MISTRAL_WRITE,
+            (Some("CONSTRUCT2"), "read_file", r#"{"path": "a.txt"}"#),
+        ],
+    ),
+    case(
+        "constructed/openai_chat_magistral_thinking_chunks.sse",
+        OpenAiChat,
+        Completed,
+        Some("tool_calls"),
+        &[MISTRAL_WRITE],
+    ),
+    case(
+        "constructed/openai_chat_deepseek_reasoning_content.sse",
+        OpenAiChat,
+        Completed,
+        Some("tool_calls"),
+        &[C1],
+    ),
+    case(
+        "constructed/openai_chat_xai_reasoning_content.sse",
+        OpenAiChat,
+        Completed,
+        Some("tool_calls"),
+        &[C1],
+    ),
 ];
 
 #[test]
@@ -1542,4 +1578,44 @@ fn responses_events_are_matched_by_output_index_when_the_item_id_is_unknown() {
         "{}",
         contradiction.ending.detail
     );
+}
+
+#[test]
+fn chat_keeps_magistral_thinking_chunks_and_reasoning_content_in_the_message() {
+    let turn = check(
+        "constructed/openai_chat_magistral_thinking_chunks.sse",
+        OpenAiChat,
+    );
+    assert_eq!(
+        turn.assistant["content"],
+        json!([
+            {"type": "thinking", "thinking": [{"type": "text", "text": "The user wants the notes saved."}]},
+            {"type": "text", "text": "Saving the notes."}
+        ])
+    );
+    assert_eq!(
+        turn.text, "Saving the notes.",
+        "thinking is not visible text"
+    );
+    for (file, reasoning) in [
+        (
+            "constructed/openai_chat_deepseek_reasoning_content.sse",
+            "The user wants the notes saved.",
+        ),
+        (
+            "constructed/openai_chat_xai_reasoning_content.sse",
+            "Saving notes is a write.",
+        ),
+    ] {
+        let turn = check(file, OpenAiChat);
+        assert_eq!(turn.assistant["reasoning_content"], reasoning, "{file}");
+        assert_eq!(turn.assistant["content"], "Saving the notes.", "{file}");
+        assert_eq!(turn.text, "Saving the notes.", "{file}");
+    }
+    let turn = check(
+        "constructed/openai_chat_mistral_whole_calls.sse",
+        OpenAiChat,
+    );
+    assert_eq!(turn.assistant["tool_calls"][1]["id"], "CONSTRUCT2");
+    assert_eq!(turn.assistant["content"], json!(null));
 }

@@ -514,3 +514,38 @@ fn a_responses_turn_whose_item_ids_change_with_every_event_runs() {
     assert_eq!(ws.read("notes.txt"), "hi");
     assert_eq!(report.history[2]["call_id"], "call_CONSTRUCTED_r1");
 }
+
+#[test]
+fn chat_compatible_turns_run_and_keep_what_the_model_sent() {
+    let (report, ws) = gate_fixture(
+        "constructed/openai_chat_mistral_whole_calls.sse",
+        Provider::OpenAiChat,
+    );
+    assert_eq!(report.turn.ending.status, turngate::TurnStatus::Completed);
+    assert_eq!(ws.read("notes.txt"), "hi");
+    assert_eq!(
+        results_in(Provider::OpenAiChat, &report.history[1..])
+            .into_iter()
+            .map(|(id, _)| id.unwrap())
+            .collect::<Vec<_>>(),
+        ["CONSTRUCT1", "CONSTRUCT2"]
+    );
+
+    let (report, _ws) = gate_fixture(
+        "constructed/openai_chat_magistral_thinking_chunks.sse",
+        Provider::OpenAiChat,
+    );
+    assert_eq!(verdicts(&report), pairs(&[("function", "ok")]));
+    assert_eq!(report.history[0]["content"][0]["type"], "thinking");
+    assert_eq!(report.history[1]["tool_call_id"], "CONSTRUCT1");
+
+    let (report, _ws) = gate_fixture(
+        "constructed/openai_chat_deepseek_reasoning_content.sse",
+        Provider::OpenAiChat,
+    );
+    assert_eq!(verdicts(&report), pairs(&[("function", "ok")]));
+    assert_eq!(
+        report.history[0]["reasoning_content"],
+        "The user wants the notes saved."
+    );
+}
