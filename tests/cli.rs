@@ -518,6 +518,34 @@ fn run_understands_every_real_provider_turn() {
             "completed",
             &[("function", "ok")],
         ),
+        (
+            "anthropic",
+            "anthropic_duplicate_tool_use_id.sse",
+            3,
+            "malformed",
+            &[("function", "not_run"), ("function", "not_run")],
+        ),
+        (
+            "openai-chat",
+            "openai_chat_duplicate_call_id.sse",
+            3,
+            "malformed",
+            &[("function", "not_run"), ("function", "not_run")],
+        ),
+        (
+            "openai-responses",
+            "openai_responses_duplicate_call_id.sse",
+            3,
+            "malformed",
+            &[("function", "not_run"), ("function", "not_run")],
+        ),
+        (
+            "gemini",
+            "gemini_duplicate_ids.sse",
+            3,
+            "malformed",
+            &[("function", "not_run"), ("function", "not_run")],
+        ),
     ] {
         let root = tempfile::tempdir().unwrap();
         let (got, report) = run_fixture(

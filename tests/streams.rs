@@ -875,6 +875,20 @@ const CASES: &[Case] = &[
         )],
     ),
     case(
+        "constructed/anthropic_duplicate_tool_use_id.sse",
+        Anthropic,
+        Malformed,
+        Some("tool_use"),
+        &[
+            W1,
+            (
+                Some("toolu_CONSTRUCTED_w1"),
+                "write_file",
+                r#"{"path":"b.txt","content":"x"}"#,
+            ),
+        ],
+    ),
+    case(
         "constructed/openai_responses_program_function_call.sse",
         OpenAiResponses,
         Completed,
@@ -929,6 +943,20 @@ const CASES: &[Case] = &[
         &[R1],
     ),
     case(
+        "constructed/openai_responses_duplicate_call_id.sse",
+        OpenAiResponses,
+        Malformed,
+        Some("completed"),
+        &[
+            R1,
+            (
+                Some("call_CONSTRUCTED_r1"),
+                "write_file",
+                r#"{"path":"b.txt","content":"x"}"#,
+            ),
+        ],
+    ),
+    case(
         "constructed/openai_chat_mistral_whole_calls.sse",
         OpenAiChat,
         Completed,
@@ -958,6 +986,38 @@ const CASES: &[Case] = &[
         Completed,
         Some("tool_calls"),
         &[C1],
+    ),
+    case(
+        "constructed/openai_chat_duplicate_call_id.sse",
+        OpenAiChat,
+        Malformed,
+        Some("tool_calls"),
+        &[
+            C1,
+            (
+                Some("call_CONSTRUCTED_1"),
+                "read_file",
+                r#"{"path":"a.txt"}"#,
+            ),
+        ],
+    ),
+    case(
+        "constructed/gemini_duplicate_ids.sse",
+        Gemini,
+        Malformed,
+        Some("STOP"),
+        &[
+            (
+                Some("CONSTRUCTED_gid_1"),
+                "write_file",
+                r#"{"path":"a.txt","content":"x"}"#,
+            ),
+            (
+                Some("CONSTRUCTED_gid_1"),
+                "read_file",
+                r#"{"path":"b.txt"}"#,
+            ),
+        ],
     ),
 ];
 
@@ -1618,4 +1678,32 @@ fn chat_keeps_magistral_thinking_chunks_and_reasoning_content_in_the_message() {
     );
     assert_eq!(turn.assistant["tool_calls"][1]["id"], "CONSTRUCT2");
     assert_eq!(turn.assistant["content"], json!(null));
+}
+
+#[test]
+fn repeated_call_ids_make_the_turn_malformed_for_every_provider() {
+    for (file, provider) in [
+        ("constructed/anthropic_duplicate_tool_use_id.sse", Anthropic),
+        ("constructed/openai_chat_duplicate_call_id.sse", OpenAiChat),
+        (
+            "constructed/openai_responses_duplicate_call_id.sse",
+            OpenAiResponses,
+        ),
+        ("constructed/gemini_duplicate_ids.sse", Gemini),
+    ] {
+        let turn = check(file, provider);
+        assert_eq!(turn.ending.status, Malformed, "{file}");
+        assert!(
+            turn.ending.detail.contains("appears more than once"),
+            "{file}: {}",
+            turn.ending.detail
+        );
+    }
+    // Gemini calls without ids are answered by order: not a repetition.
+    assert_eq!(
+        check("gemini_parallel_function_calls.sse", Gemini)
+            .ending
+            .status,
+        Completed
+    );
 }

@@ -549,3 +549,36 @@ fn chat_compatible_turns_run_and_keep_what_the_model_sent() {
         "The user wants the notes saved."
     );
 }
+
+#[test]
+fn a_turn_with_repeated_call_ids_runs_nothing_for_every_provider() {
+    for (file, provider) in [
+        (
+            "constructed/anthropic_duplicate_tool_use_id.sse",
+            Provider::Anthropic,
+        ),
+        (
+            "constructed/openai_chat_duplicate_call_id.sse",
+            Provider::OpenAiChat,
+        ),
+        (
+            "constructed/openai_responses_duplicate_call_id.sse",
+            Provider::OpenAiResponses,
+        ),
+        ("constructed/gemini_duplicate_ids.sse", Provider::Gemini),
+    ] {
+        let (report, ws) = gate_fixture(file, provider);
+        assert_eq!(
+            report.turn.ending.status,
+            turngate::TurnStatus::Malformed,
+            "{file}"
+        );
+        assert!(
+            report.calls.iter().all(|c| c.status == CallStatus::NotRun),
+            "{file}"
+        );
+        assert!(report.history.is_empty(), "{file}");
+        assert_eq!(ws.read("notes.txt"), "Original notes\n", "{file}");
+        assert!(!ws.exists("a.txt") && !ws.exists("b.txt"), "{file}");
+    }
+}

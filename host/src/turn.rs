@@ -89,7 +89,7 @@ pub struct Turn {
     pub assistant: serde_json::Value,
     /// Every client call seen (tool calls, and the Responses items the client must answer), in stream order,
     /// whatever the ending (a turn that is not completed still lists its calls so the gate can mark them
-    /// `not_run`).
+    /// `not_run`). The IDs of a completed turn's calls are unique.
     pub calls: Vec<RawCall>,
     /// How the turn ended: the only input of the turn-level gate.
     pub ending: Ending,

@@ -19,7 +19,7 @@
 //!   asserts);
 //! * every [`RawCall::index`] points at the matching call in [`Turn::assistant`] (for OpenAI Responses, an
 //!   item of the type its [`CallKind`] names);
-//! * a completed turn carries a stop reason;
+//! * a completed turn carries a stop reason, and its calls' non-empty IDs are unique;
 //! * a body larger than the byte budget never yields a completed turn;
 //! * for OpenAI Chat, `forced_tool_choice` changes nothing but a `finish_reason: "stop"` turn with calls,
 //!   from Malformed to Completed;
@@ -137,6 +137,16 @@ pub fn check_turn(provider: Provider, decoded: &Decoded) {
             turn.ending.stop_reason.is_some(),
             "completed without a stop reason"
         );
+        let mut ids: Vec<&str> = turn
+            .calls
+            .iter()
+            .filter_map(|c| c.id.as_deref())
+            .filter(|id| !id.is_empty())
+            .collect();
+        let all = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), all, "a completed turn repeats a call ID");
     }
     for call in &turn.calls {
         check_call_position(provider, &turn.assistant, call);
