@@ -591,3 +591,26 @@ fn run_understands_every_real_provider_turn() {
         }
     }
 }
+
+#[test]
+fn demo_shows_a_dropped_and_a_truncated_turn_per_provider_and_neither_writes() {
+    let out = turngate().arg("demo").output().unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    for provider in ["anthropic", "openai-chat", "openai-responses", "gemini"] {
+        for (case, status) in [
+            ("dropped, tool JSON parses", "incomplete"),
+            ("output limit, JSON parses", "truncated"),
+        ] {
+            let row = table
+                .lines()
+                .find(|l| l.starts_with(provider) && l.contains(case))
+                .unwrap_or_else(|| panic!("{provider} {case}: no row in\n{table}"));
+            assert!(row.contains(status), "{row}");
+            assert!(
+                row.contains("not_run") && row.ends_with("unchanged"),
+                "{row}"
+            );
+        }
+    }
+}

@@ -89,7 +89,7 @@ enum Command {
         #[command(subcommand)]
         command: ToolsCommand,
     },
-    /// Play the bundled seed streams (four providers, five cases each) through the real pipeline on a
+    /// Play the bundled seed streams (four providers, six cases each) through the real pipeline on a
     /// throwaway root and show which turns wrote notes.txt.
     Demo {
         #[command(flatten)]
