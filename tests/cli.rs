@@ -190,3 +190,522 @@ fn tools_check_rejects_a_component_that_imports_sockets() {
         "{text}"
     );
 }
+
+fn fixture(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(path)
+}
+
+/// Every subcommand's exit codes, usage errors included: the README's contract (0 ok, 2 a call error or
+/// refusal, 3 not completed, 1 usage, configuration or I/O; help and version 0).
+#[test]
+fn every_subcommand_keeps_the_documented_exit_codes() {
+    let root = tempfile::tempdir().unwrap();
+    let root_arg = root.path().to_str().unwrap().to_owned();
+    let seed = |case: &str| {
+        fixture(&format!("seed/anthropic_{case}.sse"))
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    let ro = env!("TURNGATE_TEST_GUEST_HOSTILE_RO");
+    let noop = env!("TURNGATE_TEST_GUEST_NOOP");
+    let tools = tempfile::tempdir().unwrap();
+    std::fs::copy(noop, tools.path().join("noop.wasm")).unwrap();
+    let tools_arg = tools.path().to_str().unwrap().to_owned();
+    let run = |case: &str| {
+        vec![
+            "run".to_owned(),
+            "--provider".into(),
+            "anthropic".into(),
+            "--root".into(),
+            root_arg.clone(),
+            seed(case),
+        ]
+    };
+    let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let cases: Vec<(&str, Vec<String>, i32)> = vec![
+        // run
+        ("run: completed, every call ok", run("complete"), 0),
+        ("run: completed, a call error", run("invalid"), 2),
+        ("run: not completed", run("refusal"), 3),
+        (
+            "run: missing root",
+            args(&[
+                "run",
+                "--provider",
+                "anthropic",
+                "--root",
+                "/nonexistent/turngate",
+                "-",
+            ]),
+            1,
+        ),
+        ("run: unknown flag", args(&["run", "--no-such-flag"]), 1),
+        (
+            "run: bad value",
+            args(&["run", "--provider", "nope", "--root", &root_arg]),
+            1,
+        ),
+        (
+            "run: missing required argument",
+            args(&["run", "--root", &root_arg]),
+            1,
+        ),
+        ("run: help", args(&["run", "--help"]), 0),
+        // call
+        (
+            "call: ok",
+            args(&["call", "--root", &root_arg, "list_dir", r#"{"path":"."}"#]),
+            0,
+        ),
+        (
+            "call: refused",
+            args(&[
+                "call",
+                "--root",
+                &root_arg,
+                "list_dir",
+                r#"{"path":"/etc"}"#,
+            ]),
+            2,
+        ),
+        (
+            "call: missing root",
+            args(&["call", "--root", "/nonexistent/turngate", "list_dir", "{}"]),
+            1,
+        ),
+        ("call: unknown flag", args(&["call", "--no-such-flag"]), 1),
+        (
+            "call: bad value",
+            args(&[
+                "call",
+                "--timeout-ms",
+                "soon",
+                "--root",
+                &root_arg,
+                "list_dir",
+                "{}",
+            ]),
+            1,
+        ),
+        (
+            "call: missing required argument",
+            args(&["call", "--root", &root_arg, "list_dir"]),
+            1,
+        ),
+        // agent (its other codes are in live.rs)
+        (
+            "agent: no API key",
+            args(&[
+                "agent",
+                "--provider",
+                "anthropic",
+                "--model",
+                "m",
+                "--root",
+                &root_arg,
+                "hi",
+            ]),
+            1,
+        ),
+        ("agent: unknown flag", args(&["agent", "--no-such-flag"]), 1),
+        (
+            "agent: bad value",
+            args(&[
+                "agent",
+                "--provider",
+                "nope",
+                "--model",
+                "m",
+                "--root",
+                &root_arg,
+                "hi",
+            ]),
+            1,
+        ),
+        (
+            "agent: missing required argument",
+            args(&[
+                "agent",
+                "--provider",
+                "anthropic",
+                "--root",
+                &root_arg,
+                "hi",
+            ]),
+            1,
+        ),
+        // demo
+        ("demo", args(&["demo"]), 0),
+        ("demo: unknown flag", args(&["demo", "--no-such-flag"]), 1),
+        // tools
+        ("tools list", args(&["tools", "list"]), 0),
+        ("tools inspect", args(&["tools", "inspect", ro]), 0),
+        (
+            "tools inspect: missing file",
+            args(&["tools", "inspect", "/nonexistent/tool.wasm"]),
+            1,
+        ),
+        ("tools check: passes", args(&["tools", "check", ro]), 0),
+        ("tools check: fails", args(&["tools", "check", noop]), 2),
+        ("tools: missing subcommand", args(&["tools"]), 1),
+        ("tools: unknown subcommand", args(&["tools", "nope"]), 1),
+        (
+            "tools check: missing required argument",
+            args(&["tools", "check"]),
+            1,
+        ),
+        // tools lock, and --locked
+        (
+            "tools lock",
+            args(&["tools", "lock", "--tools", &tools_arg]),
+            0,
+        ),
+        (
+            "tools lock: missing required argument",
+            args(&["tools", "lock"]),
+            1,
+        ),
+        (
+            "call --locked: pinned",
+            args(&[
+                "call", "--root", &root_arg, "--tools", &tools_arg, "--locked", "noop", "{}",
+            ]),
+            0,
+        ),
+        (
+            "call --locked without --tools",
+            args(&["call", "--root", &root_arg, "--locked", "noop", "{}"]),
+            1,
+        ),
+        // journal and undo
+        (
+            "call: a write to undo",
+            args(&[
+                "call",
+                "--root",
+                &root_arg,
+                "write_file",
+                r#"{"path":"undo-me.txt","content":"x"}"#,
+            ]),
+            0,
+        ),
+        ("journal", args(&["journal", "--root", &root_arg]), 0),
+        (
+            "journal: missing root",
+            args(&["journal", "--root", "/nonexistent/turngate"]),
+            1,
+        ),
+        (
+            "journal: unknown flag",
+            args(&["journal", "--no-such-flag"]),
+            1,
+        ),
+        (
+            "undo: restored",
+            args(&["undo", "--root", &root_arg, "--last"]),
+            0,
+        ),
+        (
+            "undo: nothing to undo",
+            args(&["undo", "--root", &root_arg, "--call", "no-such-call"]),
+            2,
+        ),
+        ("undo: no target", args(&["undo", "--root", &root_arg]), 1),
+        (
+            "undo: two targets",
+            args(&["undo", "--root", &root_arg, "--last", "--turn", "t"]),
+            1,
+        ),
+        // worker and submit (their other codes are in worker.rs)
+        (
+            "worker: unknown flag",
+            args(&["worker", "--no-such-flag"]),
+            1,
+        ),
+        (
+            "worker: missing required argument",
+            args(&["worker", "--nats", "nats://127.0.0.1:1"]),
+            1,
+        ),
+        (
+            "submit: unknown flag",
+            args(&["submit", "--no-such-flag"]),
+            1,
+        ),
+        (
+            "submit: bad value",
+            args(&[
+                "submit",
+                "--nats",
+                "nats://127.0.0.1:1",
+                "--provider",
+                "nope",
+                "--root",
+                "r",
+                "-",
+            ]),
+            1,
+        ),
+        // the binary
+        ("no subcommand", args(&[]), 1),
+        ("unknown subcommand", args(&["nope"]), 1),
+        ("help", args(&["--help"]), 0),
+        ("help subcommand", args(&["help", "run"]), 0),
+        ("version", args(&["--version"]), 0),
+    ];
+    let mut failures = Vec::new();
+    for (what, args, expected) in cases {
+        let out = turngate()
+            .args(&args)
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        if out.status.code() != Some(expected) {
+            failures.push(format!(
+                "{what}: exit {:?}, expected {expected}; stderr: {}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        if what.starts_with("help") || what == "version" || what == "run: help" {
+            assert!(
+                !out.stdout.is_empty(),
+                "{what}: help and version go to stdout"
+            );
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `turngate run` on a turn: the exit code and the printed report.
+fn run_fixture(root: &std::path::Path, provider: &str, file: &str) -> (Option<i32>, Value) {
+    let out = turngate()
+        .args(["run", "--provider", provider, "--root"])
+        .arg(root)
+        .arg(fixture(file))
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{file}: {e}; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), report)
+}
+
+#[test]
+fn run_shows_each_call_kind_and_answers_every_client_item() {
+    let root = tempfile::tempdir().unwrap();
+    let (code, report) = run_fixture(
+        root.path(),
+        "openai-responses",
+        "streams/constructed/openai_responses_client_items.sse",
+    );
+    assert_eq!(code, Some(2), "completed, with call errors: {report}");
+    assert_eq!(report["turn"]["status"], "completed");
+    let calls = report["calls"].as_array().unwrap();
+    let kinds: Vec<&str> = calls.iter().map(|c| c["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "local_shell",
+            "shell",
+            "apply_patch",
+            "custom_tool",
+            "tool_search",
+            "computer",
+            "mcp_approval",
+            "function"
+        ]
+    );
+    for call in &calls[..7] {
+        assert_eq!(call["status"], "error", "{call}");
+        assert!(
+            call["reason"].as_str().unwrap().contains("does not run"),
+            "{call}"
+        );
+        for key in ["id", "name"] {
+            assert!(call[key].is_string(), "{call}: {key} kept");
+        }
+    }
+    assert_eq!(calls[7]["status"], "ok");
+    let history = report["history"].as_array().unwrap();
+    let answered: Vec<&str> = history[history.len() - 8..]
+        .iter()
+        .map(|a| a["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        answered,
+        [
+            "local_shell_call_output",
+            "shell_call_output",
+            "apply_patch_call_output",
+            "custom_tool_call_output",
+            "tool_search_output",
+            "computer_call_output",
+            "mcp_approval_response",
+            "function_call_output"
+        ]
+    );
+}
+
+#[test]
+fn run_understands_every_real_provider_turn() {
+    for (provider, file, code, status, kinds_statuses) in [
+        (
+            "anthropic",
+            "anthropic_message_start_content.sse",
+            0,
+            "completed",
+            &[("function", "ok")][..],
+        ),
+        (
+            "openai-responses",
+            "openai_responses_program_function_call.sse",
+            0,
+            "completed",
+            &[("function", "ok")],
+        ),
+        (
+            "openai-responses",
+            "openai_responses_incomplete_item_left_out.sse",
+            3,
+            "truncated",
+            &[("function", "not_run")],
+        ),
+        (
+            "openai-responses",
+            "openai_responses_item_id_per_event.sse",
+            0,
+            "completed",
+            &[("function", "ok")],
+        ),
+        (
+            "openai-chat",
+            "openai_chat_mistral_whole_calls.sse",
+            2,
+            "completed",
+            &[("function", "ok"), ("function", "error")],
+        ),
+        (
+            "openai-chat",
+            "openai_chat_magistral_thinking_chunks.sse",
+            0,
+            "completed",
+            &[("function", "ok")],
+        ),
+        (
+            "openai-chat",
+            "openai_chat_deepseek_reasoning_content.sse",
+            0,
+            "completed",
+            &[("function", "ok")],
+        ),
+        (
+            "openai-chat",
+            "openai_chat_xai_reasoning_content.sse",
+            0,
+            "completed",
+            &[("function", "ok")],
+        ),
+        (
+            "anthropic",
+            "anthropic_duplicate_tool_use_id.sse",
+            3,
+            "malformed",
+            &[("function", "not_run"), ("function", "not_run")],
+        ),
+        (
+            "openai-chat",
+            "openai_chat_duplicate_call_id.sse",
+            3,
+            "malformed",
+            &[("function", "not_run"), ("function", "not_run")],
+        ),
+        (
+            "openai-responses",
+            "openai_responses_duplicate_call_id.sse",
+            3,
+            "malformed",
+            &[("function", "not_run"), ("function", "not_run")],
+        ),
+        (
+            "gemini",
+            "gemini_duplicate_ids.sse",
+            3,
+            "malformed",
+            &[("function", "not_run"), ("function", "not_run")],
+        ),
+    ] {
+        let root = tempfile::tempdir().unwrap();
+        let (got, report) = run_fixture(
+            root.path(),
+            provider,
+            &format!("streams/constructed/{file}"),
+        );
+        assert_eq!(got, Some(code), "{file}: {report}");
+        assert_eq!(report["turn"]["status"], status, "{file}");
+        let calls: Vec<(&str, &str)> = report["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["kind"].as_str().unwrap(), c["status"].as_str().unwrap()))
+            .collect();
+        assert_eq!(calls, kinds_statuses, "{file}");
+        let history = report["history"].as_array().unwrap();
+        if status == "completed" {
+            let ids: Vec<Value> = report["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].clone())
+                .collect();
+            // Anthropic tool_result blocks, OpenAI Chat tool messages, Responses function_call_output items.
+            let mut answered = Vec::new();
+            for m in history {
+                for block in m["content"].as_array().into_iter().flatten() {
+                    if block["type"] == "tool_result" {
+                        answered.push(block["tool_use_id"].clone());
+                    }
+                }
+                if m["role"] == "tool" {
+                    answered.push(m["tool_call_id"].clone());
+                }
+                if m["type"] == "function_call_output" {
+                    answered.push(m["call_id"].clone());
+                }
+            }
+            assert_eq!(answered, ids, "{file}: one answer per call ID");
+        } else {
+            assert!(history.is_empty(), "{file}");
+        }
+    }
+}
+
+#[test]
+fn demo_shows_a_dropped_and_a_truncated_turn_per_provider_and_neither_writes() {
+    let out = turngate().arg("demo").output().unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    for provider in ["anthropic", "openai-chat", "openai-responses", "gemini"] {
+        for (case, status) in [
+            ("dropped, tool JSON parses", "incomplete"),
+            ("output limit, JSON parses", "truncated"),
+        ] {
+            let row = table
+                .lines()
+                .find(|l| l.starts_with(provider) && l.contains(case))
+                .unwrap_or_else(|| panic!("{provider} {case}: no row in\n{table}"));
+            assert!(row.contains(status), "{row}");
+            assert!(
+                row.contains("not_run") && row.ends_with("unchanged"),
+                "{row}"
+            );
+        }
+    }
+}

@@ -79,7 +79,7 @@ fn python_text_stats_answers_its_call_through_turngate_run() {
     assert_eq!(code, Some(0), "{report}");
     assert_eq!(
         report["calls"],
-        json!([{"id": "t1", "name": "text_stats", "status": "ok", "reason": null, "changes": []}])
+        json!([{"kind": "function", "id": "t1", "name": "text_stats", "status": "ok", "reason": null, "changes": []}])
     );
     let result = &report["history"][1]["content"][0];
     assert_eq!(result["tool_use_id"], "t1");

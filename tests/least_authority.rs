@@ -764,6 +764,7 @@ fn each_call_of_a_turn_sees_the_effects_of_the_calls_before_it_and_the_turn_undo
     use turngate::turn::{Ending, RawCall, Turn, TurnStatus};
     let ws = Workspace::new();
     let call = |id: &str, name: &str, input: Value, index| RawCall {
+        kind: turngate::CallKind::Function,
         id: Some(id.into()),
         name: name.into(),
         raw_input: input.to_string(),

@@ -1,5 +1,6 @@
 //! The seed regression check, for every provider, through `turngate run` on a temporary root holding
-//! `notes.txt`: a parseable cut-off, a refusal, invalid JSON and an out-of-root path each cause zero writes
+//! `notes.txt`: a dropped connection and a turn ended at the output limit, both after tool JSON that
+//! parses, a refusal, invalid JSON and an out-of-root path each cause zero writes
 //! (same hash, no execution in the audit log); a complete, valid, authorized `write_file` for call `u1`
 //! writes once and returns a result for `u1` in the provider's protocol.
 
@@ -83,6 +84,7 @@ fn bad_turns_write_nothing_for_every_provider() {
     for provider in PROVIDERS {
         for (case, exit, status, step) in [
             ("cutoff", 3, "incomplete", None),
+            ("truncated", 3, "truncated", None),
             (
                 "refusal",
                 3,
@@ -157,7 +159,7 @@ fn a_complete_valid_write_runs_once_and_answers_u1_for_every_provider() {
         );
         assert_eq!(
             run.report["calls"],
-            serde_json::json!([{"id": "u1", "name": "write_file", "status": "ok", "reason": null,
+            serde_json::json!([{"kind": "function", "id": "u1", "name": "write_file", "status": "ok", "reason": null,
                 "changes": [{"path": "notes.txt", "kind": "replace"}]}])
         );
         let calls = call_records(&run.audit);

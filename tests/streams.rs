@@ -92,6 +92,47 @@ const R1: Call = (
     r#"{"path":"notes.txt","content":"hi"}"#,
 );
 const ADD12: Call = (None, "add", r#"{"a":1,"b":2}"#);
+const MISTRAL_WRITE: Call = (
+    Some("CONSTRUCT1"),
+    "write_file",
+    r#"{"path": "notes.txt", "content": "hi"}"#,
+);
+/// The calls of `openai_responses_client_items.sse`: every item the client must answer, in output order
+/// (the hosted items before them are not calls), then a function call.
+const CLIENT_ITEMS: &[Call] = &[
+    (
+        Some("call_CONSTRUCTED_ls"),
+        "local_shell_call",
+        r#"{"command":["ls","-la"],"env":{},"timeout_ms":null,"type":"exec","user":null,"working_directory":null}"#,
+    ),
+    (
+        Some("call_CONSTRUCTED_sh"),
+        "shell_call",
+        r#"{"commands":["cat notes.txt"],"max_output_length":null,"timeout_ms":null}"#,
+    ),
+    (
+        Some("call_CONSTRUCTED_ap"),
+        "apply_patch_call",
+        r#"{"diff":"@@\n-Original notes\n+Patched notes\n","path":"notes.txt","type":"update_file"}"#,
+    ),
+    (Some("call_CONSTRUCTED_ct"), "run_sql", "SELECT 1"),
+    (
+        Some("call_CONSTRUCTED_ts"),
+        "tool_search_call",
+        r#"{"paths":["crm"]}"#,
+    ),
+    (
+        Some("call_CONSTRUCTED_cu"),
+        "computer_call",
+        r#"{"type":"screenshot"}"#,
+    ),
+    (
+        Some("mcpr_CONSTRUCTED"),
+        "ask_question",
+        r#"{"repoName":"octo/repo","question":"What is it?"}"#,
+    ),
+    R1,
+];
 
 const CASES: &[Case] = &[
     // ---- recorded / SDK fixtures / constructed by the research (streams/README.md) ----
@@ -821,6 +862,163 @@ const CASES: &[Case] = &[
         Some("STOP"),
         &[ADD12],
     ),
+    // ---- real provider turns (issue 8): shapes from the providers' documentation, see constructed/README.md ----
+    case(
+        "constructed/anthropic_message_start_content.sse",
+        Anthropic,
+        Completed,
+        Some("tool_use"),
+        &[(
+            Some("toolu_CONSTRUCTED_pt"),
+            "write_file",
+            r#"{"content":"hello","path":"notes.txt"}"#,
+        )],
+    ),
+    case(
+        "constructed/anthropic_duplicate_tool_use_id.sse",
+        Anthropic,
+        Malformed,
+        Some("tool_use"),
+        &[
+            W1,
+            (
+                Some("toolu_CONSTRUCTED_w1"),
+                "write_file",
+                r#"{"path":"b.txt","content":"x"}"#,
+            ),
+        ],
+    ),
+    case(
+        "constructed/openai_responses_program_function_call.sse",
+        OpenAiResponses,
+        Completed,
+        Some("completed"),
+        &[(
+            Some("call_CONSTRUCTED_p"),
+            "write_file",
+            r#"{"path":"notes.txt","content":"hi"}"#,
+        )],
+    ),
+    case(
+        "constructed/openai_responses_program_call_args_open.sse",
+        OpenAiResponses,
+        Malformed,
+        Some("completed"),
+        &[(
+            Some("call_CONSTRUCTED_p"),
+            "write_file",
+            r#"{"path":"notes.txt","content":"hi"}"#,
+        )],
+    ),
+    case(
+        "constructed/openai_responses_client_items.sse",
+        OpenAiResponses,
+        Completed,
+        Some("completed"),
+        CLIENT_ITEMS,
+    ),
+    case(
+        "constructed/openai_responses_incomplete_item_left_out.sse",
+        OpenAiResponses,
+        Truncated,
+        Some("max_output_tokens"),
+        &[(
+            Some("call_CONSTRUCTED_r1"),
+            "write_file",
+            r#"{"path":"notes.txt","content":"Fil"}"#,
+        )],
+    ),
+    case(
+        "constructed/openai_responses_item_id_per_event.sse",
+        OpenAiResponses,
+        Completed,
+        Some("completed"),
+        &[R1],
+    ),
+    case(
+        "constructed/openai_responses_item_id_contradiction.sse",
+        OpenAiResponses,
+        Malformed,
+        Some("completed"),
+        &[R1],
+    ),
+    case(
+        "constructed/openai_responses_duplicate_call_id.sse",
+        OpenAiResponses,
+        Malformed,
+        Some("completed"),
+        &[
+            R1,
+            (
+                Some("call_CONSTRUCTED_r1"),
+                "write_file",
+                r#"{"path":"b.txt","content":"x"}"#,
+            ),
+        ],
+    ),
+    case(
+        "constructed/openai_chat_mistral_whole_calls.sse",
+        OpenAiChat,
+        Completed,
+        Some("tool_calls"),
+        &[
+            MISTRAL_WRITE,
+            (Some("CONSTRUCT2"), "read_file", r#"{"path": "a.txt"}"#),
+        ],
+    ),
+    case(
+        "constructed/openai_chat_magistral_thinking_chunks.sse",
+        OpenAiChat,
+        Completed,
+        Some("tool_calls"),
+        &[MISTRAL_WRITE],
+    ),
+    case(
+        "constructed/openai_chat_deepseek_reasoning_content.sse",
+        OpenAiChat,
+        Completed,
+        Some("tool_calls"),
+        &[C1],
+    ),
+    case(
+        "constructed/openai_chat_xai_reasoning_content.sse",
+        OpenAiChat,
+        Completed,
+        Some("tool_calls"),
+        &[C1],
+    ),
+    case(
+        "constructed/openai_chat_duplicate_call_id.sse",
+        OpenAiChat,
+        Malformed,
+        Some("tool_calls"),
+        &[
+            C1,
+            (
+                Some("call_CONSTRUCTED_1"),
+                "read_file",
+                r#"{"path":"a.txt"}"#,
+            ),
+        ],
+    ),
+    case(
+        "constructed/gemini_duplicate_ids.sse",
+        Gemini,
+        Malformed,
+        Some("STOP"),
+        &[
+            (
+                Some("CONSTRUCTED_gid_1"),
+                "write_file",
+                r#"{"path":"a.txt","content":"x"}"#,
+            ),
+            (
+                Some("CONSTRUCTED_gid_1"),
+                "read_file",
+                r#"{"path":"b.txt"}"#,
+            ),
+        ],
+    ),
 ];
 
 #[test]
@@ -1308,5 +1506,204 @@ fn hostile_volume_keeps_detail_bounded_and_reports_every_call() {
         turn.ending.detail.contains("and 995 more"),
         "{}",
         turn.ending.detail
+    );
+}
+
+#[test]
+fn anthropic_content_carried_whole_in_message_start_is_the_message() {
+    let turn = check("constructed/anthropic_message_start_content.sse", Anthropic);
+    assert_eq!(
+        turn.assistant["content"],
+        json!([{"type": "tool_use", "id": "toolu_CONSTRUCTED_pt", "name": "write_file",
+                "input": {"path": "notes.txt", "content": "hello"},
+                "caller": {"type": "code_execution_20250825", "tool_id": "srvtoolu_CONSTRUCTED_1"}}])
+    );
+    assert_eq!(turn.calls[0].index, 0);
+    assert!(
+        turn.ending.detail.contains("1 tool call"),
+        "{}",
+        turn.ending.detail
+    );
+}
+
+#[test]
+fn responses_client_items_are_calls_of_their_kind_and_hosted_items_stay_in_the_turn() {
+    use turngate::CallKind::*;
+    let turn = check(
+        "constructed/openai_responses_client_items.sse",
+        OpenAiResponses,
+    );
+    let kinds: Vec<_> = turn.calls.iter().map(|c| c.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            LocalShell,
+            Shell,
+            ApplyPatch,
+            CustomTool,
+            ToolSearch,
+            Computer,
+            McpApproval,
+            Function
+        ]
+    );
+    let items = turn.assistant.as_array().unwrap();
+    let types: Vec<&str> = items.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "web_search_call",
+            "file_search_call",
+            "code_interpreter_call",
+            "mcp_list_tools",
+            "mcp_call",
+            "shell_call",
+            "shell_call_output",
+            "tool_search_call",
+            "tool_search_output",
+            "image_generation_call",
+            "local_shell_call",
+            "shell_call",
+            "apply_patch_call",
+            "custom_tool_call",
+            "tool_search_call",
+            "computer_call",
+            "mcp_approval_request",
+            "function_call"
+        ],
+        "every item stays in the assistant turn, hosted or not"
+    );
+    assert_eq!(
+        turn.calls.iter().map(|c| c.index).collect::<Vec<_>>(),
+        (10..18).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        turn.ending.detail,
+        "response.completed: 1 function call(s), 7 other client item(s)"
+    );
+}
+
+#[test]
+fn responses_program_calls_are_accepted_only_with_their_arguments_done() {
+    let turn = check(
+        "constructed/openai_responses_program_function_call.sse",
+        OpenAiResponses,
+    );
+    assert_eq!(
+        turn.assistant[0]["type"], "program",
+        "the program item stays"
+    );
+    assert_eq!(turn.assistant[1]["status"], "in_progress");
+    assert_eq!(turn.assistant[1]["caller"]["type"], "program");
+    assert_eq!(turn.calls[0].index, 1);
+    let open = check(
+        "constructed/openai_responses_program_call_args_open.sse",
+        OpenAiResponses,
+    );
+    assert!(
+        open.ending.detail.contains("in status in_progress"),
+        "{}",
+        open.ending.detail
+    );
+}
+
+#[test]
+fn responses_cut_at_the_limit_may_leave_a_streaming_call_out_of_its_output() {
+    let turn = check(
+        "constructed/openai_responses_incomplete_item_left_out.sse",
+        OpenAiResponses,
+    );
+    assert_eq!(turn.ending.detail, "response.incomplete: max_output_tokens");
+    // The streamed items stand in for the output, so the call's index points at it.
+    assert_eq!(turn.assistant[1]["type"], "function_call");
+    assert_eq!(turn.calls[0].index, 1);
+}
+
+#[test]
+fn responses_events_are_matched_by_output_index_when_the_item_id_is_unknown() {
+    let turn = check(
+        "constructed/openai_responses_item_id_per_event.sse",
+        OpenAiResponses,
+    );
+    assert_eq!(turn.text, "Saving now.");
+    let contradiction = check(
+        "constructed/openai_responses_item_id_contradiction.sse",
+        OpenAiResponses,
+    );
+    assert!(
+        contradiction
+            .ending
+            .detail
+            .contains("item_id names the item at output_index 1, but output_index is 0"),
+        "{}",
+        contradiction.ending.detail
+    );
+}
+
+#[test]
+fn chat_keeps_magistral_thinking_chunks_and_reasoning_content_in_the_message() {
+    let turn = check(
+        "constructed/openai_chat_magistral_thinking_chunks.sse",
+        OpenAiChat,
+    );
+    assert_eq!(
+        turn.assistant["content"],
+        json!([
+            {"type": "thinking", "thinking": [{"type": "text", "text": "The user wants the notes saved."}]},
+            {"type": "text", "text": "Saving the notes."}
+        ])
+    );
+    assert_eq!(
+        turn.text, "Saving the notes.",
+        "thinking is not visible text"
+    );
+    for (file, reasoning) in [
+        (
+            "constructed/openai_chat_deepseek_reasoning_content.sse",
+            "The user wants the notes saved.",
+        ),
+        (
+            "constructed/openai_chat_xai_reasoning_content.sse",
+            "Saving notes is a write.",
+        ),
+    ] {
+        let turn = check(file, OpenAiChat);
+        assert_eq!(turn.assistant["reasoning_content"], reasoning, "{file}");
+        assert_eq!(turn.assistant["content"], "Saving the notes.", "{file}");
+        assert_eq!(turn.text, "Saving the notes.", "{file}");
+    }
+    let turn = check(
+        "constructed/openai_chat_mistral_whole_calls.sse",
+        OpenAiChat,
+    );
+    assert_eq!(turn.assistant["tool_calls"][1]["id"], "CONSTRUCT2");
+    assert_eq!(turn.assistant["content"], json!(null));
+}
+
+#[test]
+fn repeated_call_ids_make_the_turn_malformed_for_every_provider() {
+    for (file, provider) in [
+        ("constructed/anthropic_duplicate_tool_use_id.sse", Anthropic),
+        ("constructed/openai_chat_duplicate_call_id.sse", OpenAiChat),
+        (
+            "constructed/openai_responses_duplicate_call_id.sse",
+            OpenAiResponses,
+        ),
+        ("constructed/gemini_duplicate_ids.sse", Gemini),
+    ] {
+        let turn = check(file, provider);
+        assert_eq!(turn.ending.status, Malformed, "{file}");
+        assert!(
+            turn.ending.detail.contains("appears more than once"),
+            "{file}: {}",
+            turn.ending.detail
+        );
+    }
+    // Gemini calls without ids are answered by order: not a repetition.
+    assert_eq!(
+        check("gemini_parallel_function_calls.sse", Gemini)
+            .ending
+            .status,
+        Completed
     );
 }

@@ -118,6 +118,29 @@ fn write_file_refuses_a_directory_target() {
 }
 
 #[test]
+fn write_file_names_a_wasi_error_instead_of_printing_its_number() {
+    // `notes.txt/` asks for a directory; the guest's std reports WASI's ENOTDIR (54), which the host's
+    // error text would call `os error 54`. The tool names the error instead.
+    for existing in [false, true] {
+        let ws = Workspace::new();
+        if existing {
+            ws.write("notes.txt", "Original notes\n");
+        }
+        let e = tool_error(
+            &ws,
+            "write_file",
+            json!({"path": "notes.txt/", "content": "x"}),
+        );
+        let message = e.to_string();
+        assert!(!message.contains("os error"), "{message}");
+        assert!(message.contains("not a directory"), "{message}");
+        if existing {
+            assert_eq!(ws.read("notes.txt"), "Original notes\n");
+        }
+    }
+}
+
+#[test]
 fn read_file_reads_text_with_optional_line_numbers_and_ranges() {
     let ws = Workspace::new();
     ws.write("a.txt", "one\ntwo\nthree\nfour\n");

@@ -70,8 +70,13 @@ fn every_fixture_runs_nothing_unless_completed_and_answers_each_call_once() {
             .filter(|c| c.id.is_some() || provider == Provider::Gemini)
             .map(|c| c.id.clone())
             .collect();
+        // The answers follow the assistant turn (one message, or the Responses items).
+        let answers_from = match &report.turn.assistant {
+            Value::Array(items) if provider == Provider::OpenAiResponses => items.len(),
+            _ => 1,
+        };
         assert_eq!(
-            results_in(provider, &report.history)
+            results_in(provider, &report.history[answers_from..])
                 .into_iter()
                 .map(|(id, _)| id)
                 .collect::<Vec<_>>(),
@@ -336,4 +341,251 @@ fn the_audit_log_records_each_applied_change_with_its_hashes() {
         records[1]["input_sha256"],
         sha(&report.turn.calls[0].raw_input)
     );
+}
+
+/// Decodes a fixture and runs it through the turn gate on a fresh root holding `notes.txt`.
+fn gate_fixture(file: &str, provider: Provider) -> (turngate::TurnReport, Workspace) {
+    let mut decoder = TurnDecoder::new(provider);
+    decoder.feed(&read_fixture(file));
+    let ws = Workspace::new();
+    ws.write("notes.txt", "Original notes\n");
+    let report = block_on(process_turn(
+        bundled(),
+        &ws.root,
+        &Policy::allow_all(),
+        decoder.finish(),
+        TurnOptions::default(),
+    ));
+    (report, ws)
+}
+
+/// Each call's (kind, status), as the CLI prints them.
+fn verdicts(report: &turngate::TurnReport) -> Vec<(String, String)> {
+    report
+        .calls
+        .iter()
+        .map(|c| {
+            let v = serde_json::to_value(c).unwrap();
+            (
+                v["kind"].as_str().unwrap().to_owned(),
+                v["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect()
+}
+
+#[test]
+fn anthropic_content_whole_in_message_start_runs_and_is_answered() {
+    let (report, ws) = gate_fixture(
+        "constructed/anthropic_message_start_content.sse",
+        Provider::Anthropic,
+    );
+    assert_eq!(report.turn.ending.status, turngate::TurnStatus::Completed);
+    assert_eq!(verdicts(&report), pairs(&[("function", "ok")]));
+    assert_eq!(ws.read("notes.txt"), "hello");
+    assert_eq!(report.history.len(), 2);
+    assert_eq!(report.history[1]["content"][0]["type"], "tool_result");
+    assert_eq!(
+        report.history[1]["content"][0]["tool_use_id"],
+        "toolu_CONSTRUCTED_pt"
+    );
+    assert_eq!(report.history[1]["content"][0]["is_error"], false);
+}
+
+#[test]
+fn a_program_made_responses_call_runs_and_its_answer_names_the_program() {
+    let (report, ws) = gate_fixture(
+        "constructed/openai_responses_program_function_call.sse",
+        Provider::OpenAiResponses,
+    );
+    assert_eq!(verdicts(&report), pairs(&[("function", "ok")]));
+    assert_eq!(ws.read("notes.txt"), "hi");
+    let answer = &report.history[2];
+    assert_eq!(answer["type"], "function_call_output");
+    assert_eq!(answer["call_id"], "call_CONSTRUCTED_p");
+    assert_eq!(
+        answer["caller"],
+        json!({"type": "program", "caller_id": "call_CONSTRUCTED_prog"})
+    );
+}
+
+#[test]
+fn every_responses_client_item_gets_one_refusal_in_its_own_shape_and_nothing_runs_for_it() {
+    let (report, ws) = gate_fixture(
+        "constructed/openai_responses_client_items.sse",
+        Provider::OpenAiResponses,
+    );
+    assert_eq!(report.turn.ending.status, turngate::TurnStatus::Completed);
+    assert_eq!(
+        verdicts(&report),
+        pairs(&[
+            ("local_shell", "error"),
+            ("shell", "error"),
+            ("apply_patch", "error"),
+            ("custom_tool", "error"),
+            ("tool_search", "error"),
+            ("computer", "error"),
+            ("mcp_approval", "error"),
+            ("function", "ok"),
+        ])
+    );
+    for call in &report.calls[..7] {
+        assert_eq!(call.step, Some("kind"));
+        let reason = call.reason.as_deref().unwrap();
+        assert!(reason.contains("does not run"), "{reason}");
+    }
+    assert_eq!(ws.read("notes.txt"), "hi", "only the function call wrote");
+    let items = report.turn.assistant.as_array().unwrap().len();
+    let answers: Vec<(&str, &str)> = report.history[items..]
+        .iter()
+        .map(|a| {
+            let id = a
+                .get("call_id")
+                .or_else(|| a.get("approval_request_id"))
+                .and_then(Value::as_str)
+                .unwrap();
+            (a["type"].as_str().unwrap(), id)
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            ("local_shell_call_output", "call_CONSTRUCTED_ls"),
+            ("shell_call_output", "call_CONSTRUCTED_sh"),
+            ("apply_patch_call_output", "call_CONSTRUCTED_ap"),
+            ("custom_tool_call_output", "call_CONSTRUCTED_ct"),
+            ("tool_search_output", "call_CONSTRUCTED_ts"),
+            ("computer_call_output", "call_CONSTRUCTED_cu"),
+            ("mcp_approval_response", "mcpr_CONSTRUCTED"),
+            ("function_call_output", "call_CONSTRUCTED_r1"),
+        ],
+        "one answer per item, none for the hosted items"
+    );
+    let answer = |t: &str| {
+        report.history[items..]
+            .iter()
+            .find(|a| a["type"] == t)
+            .unwrap()
+    };
+    assert_eq!(answer("apply_patch_call_output")["status"], "failed");
+    assert_eq!(answer("mcp_approval_response")["approve"], false);
+    assert!(
+        answer("mcp_approval_response")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not run")
+    );
+    assert_eq!(
+        answer("shell_call_output")["output"][0]["outcome"],
+        json!({"type": "exit", "exit_code": 1})
+    );
+    assert_eq!(answer("tool_search_output")["tools"], json!([]));
+    assert_eq!(answer("tool_search_output")["status"], "incomplete");
+    for t in ["local_shell_call_output", "custom_tool_call_output"] {
+        assert!(
+            answer(t)["output"]
+                .as_str()
+                .unwrap()
+                .contains("does not run"),
+            "{t}"
+        );
+    }
+}
+
+#[test]
+fn a_responses_turn_cut_at_the_limit_mid_call_is_truncated_and_runs_nothing() {
+    let (report, ws) = gate_fixture(
+        "constructed/openai_responses_incomplete_item_left_out.sse",
+        Provider::OpenAiResponses,
+    );
+    assert_eq!(report.turn.ending.status, turngate::TurnStatus::Truncated);
+    assert_eq!(verdicts(&report), pairs(&[("function", "not_run")]));
+    assert!(report.history.is_empty());
+    assert_eq!(ws.read("notes.txt"), "Original notes\n");
+}
+
+#[test]
+fn a_responses_turn_whose_item_ids_change_with_every_event_runs() {
+    let (report, ws) = gate_fixture(
+        "constructed/openai_responses_item_id_per_event.sse",
+        Provider::OpenAiResponses,
+    );
+    assert_eq!(verdicts(&report), pairs(&[("function", "ok")]));
+    assert_eq!(ws.read("notes.txt"), "hi");
+    assert_eq!(report.history[2]["call_id"], "call_CONSTRUCTED_r1");
+}
+
+#[test]
+fn chat_compatible_turns_run_and_keep_what_the_model_sent() {
+    let (report, ws) = gate_fixture(
+        "constructed/openai_chat_mistral_whole_calls.sse",
+        Provider::OpenAiChat,
+    );
+    assert_eq!(report.turn.ending.status, turngate::TurnStatus::Completed);
+    assert_eq!(ws.read("notes.txt"), "hi");
+    assert_eq!(
+        results_in(Provider::OpenAiChat, &report.history[1..])
+            .into_iter()
+            .map(|(id, _)| id.unwrap())
+            .collect::<Vec<_>>(),
+        ["CONSTRUCT1", "CONSTRUCT2"]
+    );
+
+    let (report, _ws) = gate_fixture(
+        "constructed/openai_chat_magistral_thinking_chunks.sse",
+        Provider::OpenAiChat,
+    );
+    assert_eq!(verdicts(&report), pairs(&[("function", "ok")]));
+    assert_eq!(report.history[0]["content"][0]["type"], "thinking");
+    assert_eq!(report.history[1]["tool_call_id"], "CONSTRUCT1");
+
+    let (report, _ws) = gate_fixture(
+        "constructed/openai_chat_deepseek_reasoning_content.sse",
+        Provider::OpenAiChat,
+    );
+    assert_eq!(verdicts(&report), pairs(&[("function", "ok")]));
+    assert_eq!(
+        report.history[0]["reasoning_content"],
+        "The user wants the notes saved."
+    );
+}
+
+#[test]
+fn a_turn_with_repeated_call_ids_runs_nothing_for_every_provider() {
+    for (file, provider) in [
+        (
+            "constructed/anthropic_duplicate_tool_use_id.sse",
+            Provider::Anthropic,
+        ),
+        (
+            "constructed/openai_chat_duplicate_call_id.sse",
+            Provider::OpenAiChat,
+        ),
+        (
+            "constructed/openai_responses_duplicate_call_id.sse",
+            Provider::OpenAiResponses,
+        ),
+        ("constructed/gemini_duplicate_ids.sse", Provider::Gemini),
+    ] {
+        let (report, ws) = gate_fixture(file, provider);
+        assert_eq!(
+            report.turn.ending.status,
+            turngate::TurnStatus::Malformed,
+            "{file}"
+        );
+        assert!(
+            report.calls.iter().all(|c| c.status == CallStatus::NotRun),
+            "{file}"
+        );
+        assert!(report.history.is_empty(), "{file}");
+        assert_eq!(ws.read("notes.txt"), "Original notes\n", "{file}");
+        assert!(!ws.exists("a.txt") && !ws.exists("b.txt"), "{file}");
+    }
 }

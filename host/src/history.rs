@@ -3,7 +3,14 @@
 //! * Anthropic: a `user` message whose content starts with one `tool_result` block per `tool_use`
 //!   (`tool_use_id`, `content`, `is_error`).
 //! * OpenAI Chat: one `{"role":"tool","tool_call_id",...}` message per call (errors go in the content).
-//! * OpenAI Responses: the output items, then one `function_call_output` item per `call_id`.
+//! * OpenAI Responses: the output items, then one answer per call, in the shape its item type asks for (see
+//!   [`CallKind`]): `function_call_output` for a function call; for the items this host does not run, the
+//!   answer saying so (`local_shell_call_output`, `shell_call_output` with the reason on stderr and exit code
+//!   1, `apply_patch_call_output` with `status: "failed"`, `custom_tool_call_output`, `tool_search_output`
+//!   with no tools and `status: "incomplete"`, `computer_call_output` with a blank 1x1 screenshot since its
+//!   shape holds nothing else, `mcp_approval_response` with `approve: false` and the reason). An answer
+//!   repeats the call's `caller` where its shape has one (function, shell, patch and custom tool outputs), so
+//!   a program's call is answered to the program.
 //! * Gemini: a `user` turn with one `functionResponse` per `functionCall`, same order, echoing `id` when the
 //!   call had one (Gemini matches results by order; an absent id is the protocol, not a gap).
 //!
@@ -12,7 +19,11 @@
 
 use serde_json::{Value, json};
 
-use crate::turn::{Provider, Turn};
+use crate::turn::{CallKind, Provider, Turn};
+
+/// The screenshot a `computer_call_output` carries for a computer call this host did not run: a transparent
+/// 1x1 PNG (the shape requires an image; the one OpenAI's Agents SDK sends for a rejected computer call).
+const BLANK_SCREENSHOT: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg==";
 
 /// The result of one call, for the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,9 +73,12 @@ pub fn render(turn: &Turn, results: &[ToolResult]) -> Vec<Value> {
                 Value::Array(items) => items.clone(),
                 other => vec![other.clone()],
             };
-            history.extend(results.iter().filter_map(|r| with_id(turn, r)).map(|(id, r)| {
-                json!({"type": "function_call_output", "call_id": id, "output": r.content})
-            }));
+            history.extend(
+                results
+                    .iter()
+                    .filter_map(|r| with_id(turn, r))
+                    .map(|(id, r)| responses_answer(turn, id, r)),
+            );
             history
         }
         Provider::Gemini => {
@@ -93,6 +107,60 @@ pub fn render(turn: &Turn, results: &[ToolResult]) -> Vec<Value> {
     }
 }
 
+/// The Responses input item that answers one call. Only function calls run here; an item of another kind
+/// gets the answer saying it did not run (`result` holds the reason), in that item type's own shape.
+fn responses_answer(turn: &Turn, id: &str, result: &ToolResult) -> Value {
+    let kind = turn
+        .calls
+        .get(result.call)
+        .map_or(CallKind::Function, |c| c.kind);
+    let reason = &result.content;
+    let mut answer = match kind {
+        CallKind::Function => {
+            json!({"type": "function_call_output", "call_id": id, "output": result.content})
+        }
+        CallKind::LocalShell => {
+            json!({"type": "local_shell_call_output", "call_id": id, "output": reason})
+        }
+        CallKind::Shell => json!({"type": "shell_call_output", "call_id": id, "output": [
+            {"stdout": "", "stderr": reason, "outcome": {"type": "exit", "exit_code": 1}}
+        ]}),
+        CallKind::ApplyPatch => json!({
+            "type": "apply_patch_call_output", "call_id": id, "status": "failed", "output": reason
+        }),
+        CallKind::CustomTool => {
+            json!({"type": "custom_tool_call_output", "call_id": id, "output": reason})
+        }
+        CallKind::ToolSearch => json!({
+            "type": "tool_search_output", "call_id": id, "execution": "client",
+            "status": "incomplete", "tools": []
+        }),
+        CallKind::Computer => json!({
+            "type": "computer_call_output", "call_id": id,
+            "output": {"type": "computer_screenshot", "image_url": BLANK_SCREENSHOT}
+        }),
+        CallKind::McpApproval => json!({
+            "type": "mcp_approval_response", "approval_request_id": id, "approve": false,
+            "reason": reason
+        }),
+    };
+    let caller = turn
+        .calls
+        .get(result.call)
+        .and_then(|c| turn.assistant.get(c.index))
+        .and_then(|item| item.get("caller"))
+        .filter(|c| !c.is_null());
+    if let Some(caller) = caller
+        && matches!(
+            kind,
+            CallKind::Function | CallKind::Shell | CallKind::ApplyPatch | CallKind::CustomTool
+        )
+    {
+        answer["caller"] = caller.clone();
+    }
+    answer
+}
+
 /// The call ID a result answers, if the call has one.
 fn with_id<'a>(turn: &'a Turn, result: &'a ToolResult) -> Option<(&'a str, &'a ToolResult)> {
     let id = turn.calls.get(result.call)?.id.as_deref()?;
@@ -117,6 +185,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(index, id)| RawCall {
+                    kind: CallKind::Function,
                     id: id.map(str::to_owned),
                     name: "write_file".into(),
                     raw_input: "{}".into(),
@@ -191,6 +260,84 @@ mod tests {
         assert_eq!(
             h[1],
             json!({"type": "function_call_output", "call_id": "a", "output": "r0"})
+        );
+    }
+
+    #[test]
+    fn responses_answer_each_item_kind_in_its_own_shape_and_echo_the_caller() {
+        let program = json!({"type": "program", "caller_id": "prog_1"});
+        let items = json!([
+            {"type": "function_call", "call_id": "f", "caller": program},
+            {"type": "local_shell_call", "call_id": "l"},
+            {"type": "shell_call", "call_id": "s", "caller": program},
+            {"type": "apply_patch_call", "call_id": "p"},
+            {"type": "custom_tool_call", "call_id": "c"},
+            {"type": "tool_search_call", "call_id": "t", "execution": "client"},
+            {"type": "computer_call", "call_id": "k"},
+            {"type": "mcp_approval_request", "id": "m"},
+        ]);
+        let kinds = [
+            CallKind::Function,
+            CallKind::LocalShell,
+            CallKind::Shell,
+            CallKind::ApplyPatch,
+            CallKind::CustomTool,
+            CallKind::ToolSearch,
+            CallKind::Computer,
+            CallKind::McpApproval,
+        ];
+        let ids = ["f", "l", "s", "p", "c", "t", "k", "m"];
+        let mut t = turn(
+            Provider::OpenAiResponses,
+            items,
+            &ids.map(Some),
+            TurnStatus::Completed,
+        );
+        for (call, kind) in t.calls.iter_mut().zip(kinds) {
+            call.kind = kind;
+        }
+        let results: Vec<ToolResult> = (0..ids.len())
+            .map(|call| ToolResult {
+                call,
+                content: "no".into(),
+                is_error: true,
+            })
+            .collect();
+        let h = render(&t, &results);
+        assert_eq!(h.len(), 16, "the items, then one answer each");
+        let answers = &h[8..];
+        assert_eq!(
+            answers[0],
+            json!({"type": "function_call_output", "call_id": "f", "output": "no", "caller": program})
+        );
+        assert_eq!(
+            answers[1],
+            json!({"type": "local_shell_call_output", "call_id": "l", "output": "no"})
+        );
+        assert_eq!(
+            answers[2],
+            json!({"type": "shell_call_output", "call_id": "s", "caller": program, "output": [
+                {"stdout": "", "stderr": "no", "outcome": {"type": "exit", "exit_code": 1}}
+            ]})
+        );
+        assert_eq!(
+            answers[3],
+            json!({"type": "apply_patch_call_output", "call_id": "p", "status": "failed", "output": "no"})
+        );
+        assert_eq!(
+            answers[4],
+            json!({"type": "custom_tool_call_output", "call_id": "c", "output": "no"})
+        );
+        assert_eq!(
+            answers[5],
+            json!({"type": "tool_search_output", "call_id": "t", "execution": "client", "status": "incomplete", "tools": []})
+        );
+        assert_eq!(answers[6]["type"], "computer_call_output");
+        assert_eq!(answers[6]["call_id"], "k");
+        assert_eq!(answers[6]["output"]["type"], "computer_screenshot");
+        assert_eq!(
+            answers[7],
+            json!({"type": "mcp_approval_response", "approval_request_id": "m", "approve": false, "reason": "no"})
         );
     }
 

@@ -80,4 +80,4 @@ pub use policy::{Approval, Policy};
 pub use root::Root;
 pub use sandbox::{CacheSetting, Limits};
 pub use toolbox::{CallContext, LoadedTool, ToolOrigin, Toolbox, ToolboxBuilder, ToolboxError};
-pub use turn::{Provider, Turn, TurnStatus};
+pub use turn::{CallKind, Provider, Turn, TurnStatus};

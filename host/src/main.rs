@@ -98,7 +98,7 @@ enum Command {
         #[command(subcommand)]
         command: ToolsCommand,
     },
-    /// Play the bundled seed streams (four providers, five cases each) through the real pipeline on a
+    /// Play the bundled seed streams (four providers, six cases each) through the real pipeline on a
     /// throwaway root and show which turns wrote notes.txt.
     Demo {
         #[command(flatten)]
@@ -344,13 +344,30 @@ fn load_policy(path: Option<&PathBuf>) -> Result<Policy> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage(&error),
+    };
     match run(cli).await {
         Ok(code) => code,
         Err(error) => {
             eprintln!("turngate: {error:#}");
             ExitCode::from(EXIT_USAGE)
         }
+    }
+}
+
+/// What clap could not parse, printed where clap prints it: `--help` and `--version` exit 0; everything
+/// else (an unknown flag or subcommand, a bad value, a missing argument, even when clap shows the help for
+/// it) is a usage error and exits 1, never clap's own 2, which here means a call error.
+fn usage(error: &clap::Error) -> ExitCode {
+    // Best effort: a closed stdout or stderr must not turn a usage error into a panic.
+    let _ = error.print();
+    match error.kind() {
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+            ExitCode::from(EXIT_OK)
+        }
+        _ => ExitCode::from(EXIT_USAGE),
     }
 }
 

@@ -3,7 +3,9 @@
 //! Nothing runs unless the turn ended the provider's normal way ([`TurnStatus::Completed`]); otherwise
 //! every call is `not_run` and the history is empty. For a completed turn each call, in order, goes
 //! through the per-call gate ([`check_call`]) and, if approved, the sandbox; a refused or failed call gets
-//! an error result naming the step and the reason, and the other calls still run.
+//! an error result naming the step and the reason, and the other calls still run. A client item that is
+//! not a function call ([`CallKind`]) skips the gate: no loaded tool runs that kind of item, so it gets an
+//! error result saying so (step `kind`), answered in its own protocol shape.
 //!
 //! Calls run in order, each in a view of exactly what the gate approved for it; a call's changes are
 //! checked, reviewed when asked for and applied (journaled, undoable) before the next call's view is
@@ -36,7 +38,7 @@ use crate::outcome::CallOutcome;
 use crate::policy::Policy;
 use crate::root::Root;
 use crate::toolbox::{CallContext, Toolbox};
-use crate::turn::{Provider, RawCall, Turn, TurnStatus};
+use crate::turn::{CallKind, Provider, RawCall, Turn, TurnStatus};
 
 /// What the turn gate does besides gating.
 #[derive(Debug, Clone, Default)]
@@ -96,6 +98,8 @@ impl CallStatus {
 /// The verdict on one call of a turn.
 #[derive(Debug, Clone, Serialize)]
 pub struct CallReport {
+    /// What the call asked for: `function` for a tool call, or the kind of client item.
+    pub kind: CallKind,
     /// The provider's call ID.
     pub id: Option<String>,
     /// The tool name as the model gave it.
@@ -150,7 +154,8 @@ impl TurnReport {
     }
 
     /// The report as the CLI prints it:
-    /// `{"turn": {"id", "status", "stop_reason", "detail"}, "calls": [{"id", "name", "status", "reason", "changes"}], "history": [...]}`.
+    /// `{"turn": {"id", "status", "stop_reason", "detail"}, "calls": [{"kind", "id", "name", "status",
+    /// "reason", "changes"}], "history": [...]}`.
     pub fn to_json(&self) -> Value {
         serde_json::json!({
             "turn": {
@@ -235,6 +240,7 @@ async fn gate_turn<E>(
         let reason = format!("the turn ended {}: nothing runs", turn.ending.status);
         for call in &turn.calls {
             let report = CallReport {
+                kind: call.kind,
                 id: call.id.clone(),
                 name: call.name.clone(),
                 status: CallStatus::NotRun,
@@ -253,6 +259,7 @@ async fn gate_turn<E>(
         for (position, call) in turn.calls.iter().enumerate() {
             let (report, duration, paths) = if hooks.cancel.is_some_and(Cancel::is_cancelled) {
                 let report = CallReport {
+                    kind: call.kind,
                     id: call.id.clone(),
                     name: call.name.clone(),
                     status: CallStatus::Error,
@@ -262,6 +269,8 @@ async fn gate_turn<E>(
                     changes: Vec::new(),
                 };
                 (report, None, Vec::new())
+            } else if call.kind != CallKind::Function {
+                (not_run_here(call), None, Vec::new())
             } else {
                 let key = recorded
                     .is_some()
@@ -331,8 +340,9 @@ async fn gate_turn<E>(
 }
 
 /// The verdict on a call an earlier attempt applied: its recorded output and changes.
-fn replayed(call: &RawCall, entry: JournalEntry) -> CallReport {
+pub(crate) fn replayed(call: &RawCall, entry: JournalEntry) -> CallReport {
     CallReport {
+        kind: call.kind,
         id: call.id.clone(),
         name: call.name.clone(),
         status: CallStatus::Ok,
@@ -356,6 +366,7 @@ async fn run_call(
     call: &RawCall,
 ) -> (CallReport, Option<Duration>, Vec<PathRecord>) {
     let error = |step: &'static str, reason: String| CallReport {
+        kind: call.kind,
         id: call.id.clone(),
         name: call.name.clone(),
         status: CallStatus::Error,
@@ -404,6 +415,7 @@ async fn run_call(
     let duration = outcome.ran().then_some(outcome.duration);
     let report = match outcome.result {
         Ok(output) => CallReport {
+            kind: call.kind,
             id: call.id.clone(),
             name: call.name.clone(),
             status: CallStatus::Ok,
@@ -415,6 +427,24 @@ async fn run_call(
         Err(e) => error(e.kind(), e.to_string()),
     };
     (report, duration, paths)
+}
+
+/// The answer to a client item this host does not run (no loaded tool maps to its kind): an error that
+/// says so, without going through the gate. Its history entry is that item's own refusal shape.
+fn not_run_here(call: &RawCall) -> CallReport {
+    CallReport {
+        kind: call.kind,
+        id: call.id.clone(),
+        name: call.name.clone(),
+        status: CallStatus::Error,
+        reason: Some(format!(
+            "this host does not run {} items (no loaded tool runs them): not run",
+            call.kind
+        )),
+        step: Some("kind"),
+        output: None,
+        changes: Vec::new(),
+    }
 }
 
 fn call_record(

@@ -87,8 +87,9 @@ pub struct Turn {
     ///   (`partialArgs`) is stored as one `functionCall` part with the assembled `args` (and the first piece's
     ///   `thoughtSignature`).
     pub assistant: serde_json::Value,
-    /// Every client tool call seen, in stream order, whatever the ending (a turn that is not completed still
-    /// lists its calls so the gate can mark them `not_run`).
+    /// Every client call seen (tool calls, and the Responses items the client must answer), in stream order,
+    /// whatever the ending (a turn that is not completed still lists its calls so the gate can mark them
+    /// `not_run`). The IDs of a completed turn's calls are unique.
     pub calls: Vec<RawCall>,
     /// How the turn ended: the only input of the turn-level gate.
     pub ending: Ending,
@@ -96,22 +97,78 @@ pub struct Turn {
     pub text: String,
 }
 
-/// A tool call as the provider streamed it. Nothing here has been validated: the gate parses `raw_input`.
+/// A call or item as the provider streamed it, one that expects an answer from the client. Nothing here has
+/// been validated: the gate parses `raw_input`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RawCall {
-    /// The provider's call ID (Anthropic `tool_use.id`, OpenAI Chat `tool_calls[].id`, Responses `call_id`,
-    /// Gemini `functionCall.id`, which is optional).
+    /// What the provider asks the client to do, and so how the answer is shaped.
+    pub kind: CallKind,
+    /// The provider's call ID (Anthropic `tool_use.id`, OpenAI Chat `tool_calls[].id`, Responses `call_id`
+    /// (an `mcp_approval_request`'s own `id`), Gemini `functionCall.id`, which is optional).
     pub id: Option<String>,
-    /// The tool name as streamed (empty when the stream never named the call, which is malformed).
+    /// The tool name as streamed (empty when the stream never named the call, which is malformed). For a
+    /// Responses item without a name (a shell, patch, computer or tool search call), the item type.
     pub name: String,
     /// Argument text exactly as received: the concatenated fragments (Anthropic `partial_json`, OpenAI
-    /// `arguments`); an empty Anthropic buffer is `{}`. For Gemini the raw text of `args` as it appeared in the
-    /// chunk (taken with `serde_json::value::RawValue`, so duplicate keys and formatting survive; `{}` when `args`
-    /// is absent); for Vertex `partialArgs`, the object assembled from the pieces, serialized in arrival order.
+    /// `arguments`); an empty Anthropic buffer is `{}`, a complete `tool_use` block carried in `message_start`
+    /// gives its `input` serialized. For Gemini the raw text of `args` as it appeared in the chunk (taken with
+    /// `serde_json::value::RawValue`, so duplicate keys and formatting survive; `{}` when `args` is absent); for
+    /// Vertex `partialArgs`, the object assembled from the pieces, serialized in arrival order. For a Responses
+    /// item that is not a function call, what it asks for, serialized (`action`, `operation`, `input`,
+    /// `arguments`): it is never parsed, only audited.
     pub raw_input: String,
     /// Position of the call in [`Turn::assistant`]: Anthropic content block, OpenAI Chat `tool_calls` entry,
     /// Responses output item, Gemini part.
     pub index: usize,
+}
+
+/// What a call asks the client to do. Every provider's tool call is a [`CallKind::Function`]; the other kinds
+/// are OpenAI Responses output items that the client, not OpenAI, must answer. This host runs only function
+/// calls (no loaded tool maps to the other kinds), so each of those gets an error answer in its own protocol
+/// shape and nothing runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    /// A tool call (Anthropic `tool_use`, OpenAI Chat `tool_calls[]`, Responses `function_call`, Gemini
+    /// `functionCall`): gated, then run.
+    Function,
+    /// Responses `local_shell_call`, answered by `local_shell_call_output`.
+    LocalShell,
+    /// Responses `shell_call` in a local environment, answered by `shell_call_output`.
+    Shell,
+    /// Responses `apply_patch_call`, answered by `apply_patch_call_output`.
+    ApplyPatch,
+    /// Responses `custom_tool_call`, answered by `custom_tool_call_output`.
+    CustomTool,
+    /// Responses `tool_search_call` with `execution: "client"`, answered by `tool_search_output`.
+    ToolSearch,
+    /// Responses `computer_call`, answered by `computer_call_output`.
+    Computer,
+    /// Responses `mcp_approval_request`, answered by `mcp_approval_response`.
+    McpApproval,
+}
+
+impl CallKind {
+    /// The name in the CLI output: `function`, `local_shell`, `shell`, `apply_patch`, `custom_tool`,
+    /// `tool_search`, `computer`, `mcp_approval`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallKind::Function => "function",
+            CallKind::LocalShell => "local_shell",
+            CallKind::Shell => "shell",
+            CallKind::ApplyPatch => "apply_patch",
+            CallKind::CustomTool => "custom_tool",
+            CallKind::ToolSearch => "tool_search",
+            CallKind::Computer => "computer",
+            CallKind::McpApproval => "mcp_approval",
+        }
+    }
+}
+
+impl fmt::Display for CallKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// How the turn ended.
@@ -189,6 +246,25 @@ mod tests {
             );
         }
         assert!("openai".parse::<Provider>().is_err());
+    }
+
+    #[test]
+    fn call_kinds_serialize_as_their_names() {
+        for kind in [
+            CallKind::Function,
+            CallKind::LocalShell,
+            CallKind::Shell,
+            CallKind::ApplyPatch,
+            CallKind::CustomTool,
+            CallKind::ToolSearch,
+            CallKind::Computer,
+            CallKind::McpApproval,
+        ] {
+            assert_eq!(
+                serde_json::to_value(kind).unwrap(),
+                serde_json::json!(kind.as_str())
+            );
+        }
     }
 
     #[test]

@@ -190,7 +190,8 @@ pub fn hash_tree(dir: &Path) -> BTreeMap<PathBuf, String> {
 
 /// Every tool result in a list of messages (a history, or a request's messages / input / contents), in
 /// the provider's shape, as (call ID, content). Gemini results may lack an ID; their content is the
-/// `response` object as JSON text.
+/// `response` object as JSON text. For OpenAI Responses, every kind of answer item counts (a hosted
+/// `shell_call_output` or `tool_search_output` in the model's own items too: pass only the answers).
 pub fn results_in(provider: Provider, messages: &[Value]) -> Vec<(Option<String>, String)> {
     let id = |v: &Value| v.as_str().map(str::to_owned);
     let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
@@ -211,8 +212,20 @@ pub fn results_in(provider: Provider, messages: &[Value]) -> Vec<(Option<String>
             .collect(),
         Provider::OpenAiResponses => messages
             .iter()
-            .filter(|m| m["type"] == "function_call_output")
-            .map(|m| (id(&m["call_id"]), text(&m["output"])))
+            .filter_map(|m| {
+                let answer = match m["type"].as_str()? {
+                    "mcp_approval_response" => (id(&m["approval_request_id"]), text(&m["reason"])),
+                    "tool_search_output" => (id(&m["call_id"]), text(&m["status"])),
+                    "function_call_output"
+                    | "local_shell_call_output"
+                    | "shell_call_output"
+                    | "apply_patch_call_output"
+                    | "custom_tool_call_output"
+                    | "computer_call_output" => (id(&m["call_id"]), text(&m["output"])),
+                    _ => return None,
+                };
+                Some(answer)
+            })
             .collect(),
         Provider::Gemini => nested("parts")
             .filter_map(|p| p.get("functionResponse").cloned())

@@ -14,17 +14,100 @@ const TEMP_ATTEMPTS: u32 = 8;
 /// a long target name does not push the temporary over the 255-byte name limit.
 const TEMP_NAME_CHARS: usize = 64;
 
-/// Maps an I/O error on `path` to a [`ToolError`] whose message names the path.
+/// Maps an I/O error on `path` to a [`ToolError`] whose message names the path and the error in words.
 ///
 /// `NotFound` is `not-found`; `PermissionDenied` and `ReadOnlyFilesystem` are `denied`; every other
-/// error is `failed`.
+/// error is `failed`. The words come from [`describe`], never from the error's `Display`, which would print
+/// the host's reading of a WASI errno number (`os error 54`).
 pub fn io_error(path: &Path, err: io::Error) -> ToolError {
-    let message = format!("{}: {err}", path.display());
+    let message = format!("{}: {}", path.display(), describe(&err));
     match err.kind() {
         ErrorKind::NotFound => ToolError::NotFound(message),
         ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => ToolError::Denied(message),
         _ => ToolError::Failed(message),
     }
+}
+
+/// Names an I/O error: by its kind when std decoded a specific one, else, for a raw OS error, by its WASI
+/// errno name (the guest runs on WASI, whose numbers are not the host's), else by the error's own message
+/// (an error made with a message, not from an errno).
+fn describe(err: &io::Error) -> String {
+    let Some(code) = err.raw_os_error() else {
+        return err.to_string();
+    };
+    if let Some(name) = kind_name(err.kind()) {
+        return name.to_owned();
+    }
+    let name = if cfg!(target_os = "wasi") {
+        wasi_errno_name(code)
+    } else {
+        None
+    };
+    match name {
+        Some(name) => name.to_owned(),
+        None => format!("{} (error code {code})", err.kind()),
+    }
+}
+
+/// The usual words for the error kinds a file tool meets.
+fn kind_name(kind: ErrorKind) -> Option<&'static str> {
+    Some(match kind {
+        ErrorKind::NotFound => "no such file or directory",
+        ErrorKind::PermissionDenied => "permission denied",
+        ErrorKind::AlreadyExists => "file exists",
+        ErrorKind::NotADirectory => "not a directory",
+        ErrorKind::IsADirectory => "is a directory",
+        ErrorKind::DirectoryNotEmpty => "directory not empty",
+        ErrorKind::ReadOnlyFilesystem => "read-only file system",
+        ErrorKind::InvalidInput => "invalid argument",
+        ErrorKind::InvalidFilename => "invalid file name",
+        ErrorKind::StorageFull => "no space left on device",
+        ErrorKind::FileTooLarge => "file too large",
+        ErrorKind::CrossesDevices => "cross-device link",
+        ErrorKind::TooManyLinks => "too many links",
+        ErrorKind::ResourceBusy => "resource busy",
+        ErrorKind::Unsupported => "operation not supported",
+        ErrorKind::Interrupted => "interrupted",
+        _ => return None,
+    })
+}
+
+/// WASI preview 1 errno names (`wasi-libc`'s `errno.h`, the numbers std reports on `wasm32-wasip2`), for the
+/// errors std does not decode to a specific kind.
+fn wasi_errno_name(code: i32) -> Option<&'static str> {
+    Some(match code {
+        1 => "argument list too long",
+        2 => "permission denied",
+        8 => "bad file descriptor",
+        10 => "device or resource busy",
+        20 => "file exists",
+        22 => "file too large",
+        25 => "illegal byte sequence",
+        27 => "interrupted system call",
+        28 => "invalid argument",
+        29 => "I/O error",
+        31 => "is a directory",
+        32 => "too many levels of symbolic links",
+        33 => "too many open files",
+        34 => "too many links",
+        37 => "file name too long",
+        44 => "no such file or directory",
+        48 => "out of memory",
+        51 => "no space left on device",
+        52 => "function not implemented",
+        54 => "not a directory",
+        55 => "directory not empty",
+        58 => "operation not supported",
+        61 => "value too large for data type",
+        63 => "operation not permitted",
+        69 => "read-only file system",
+        70 => "invalid seek",
+        73 => "timed out",
+        74 => "text file busy",
+        75 => "cross-device link",
+        76 => "capabilities insufficient",
+        _ => return None,
+    })
 }
 
 /// Replaces the file at `path` with `bytes`, atomically.
@@ -161,6 +244,34 @@ mod tests {
             ToolError::Denied(_)
         ));
         assert!(matches!(e(ErrorKind::IsADirectory), ToolError::Failed(_)));
+    }
+
+    #[test]
+    fn io_errors_are_named_never_numbered() {
+        let p = Path::new("notes.txt/");
+        let message = |err: io::Error| match io_error(p, err) {
+            ToolError::NotFound(m) | ToolError::Denied(m) | ToolError::Failed(m) => m,
+            other => panic!("{other:?}"),
+        };
+        // A real error of this platform: its kind names it.
+        let missing = fs::metadata("/nonexistent/turngate").unwrap_err();
+        assert_eq!(message(missing), "notes.txt/: no such file or directory");
+        // An errno std leaves uncategorized is named by the WASI table on WASI, never printed as `os error`.
+        let odd = message(io::Error::from_raw_os_error(25));
+        assert!(!odd.contains("os error"), "{odd}");
+        // An error made with a message keeps it.
+        assert_eq!(
+            message(io::Error::other("disk on fire")),
+            "notes.txt/: disk on fire"
+        );
+    }
+
+    #[test]
+    fn wasi_errno_table_names_what_std_reports() {
+        assert_eq!(wasi_errno_name(54), Some("not a directory"));
+        assert_eq!(wasi_errno_name(44), Some("no such file or directory"));
+        assert_eq!(wasi_errno_name(2), Some("permission denied"));
+        assert_eq!(wasi_errno_name(9999), None);
     }
 
     #[test]

@@ -17,8 +17,9 @@
 //! * the concatenated text deltas equal [`Turn::text`];
 //! * [`crate::turn::Ending::detail`] is non-empty and at most 4096 bytes (the bound `tests/decode_props.rs`
 //!   asserts);
-//! * every [`RawCall::index`] points at the matching call in [`Turn::assistant`];
-//! * a completed turn carries a stop reason;
+//! * every [`RawCall::index`] points at the matching call in [`Turn::assistant`] (for OpenAI Responses, an
+//!   item of the type its [`CallKind`] names);
+//! * a completed turn carries a stop reason, and its calls' non-empty IDs are unique;
 //! * a body larger than the byte budget never yields a completed turn;
 //! * for OpenAI Chat, `forced_tool_choice` changes nothing but a `finish_reason: "stop"` turn with calls,
 //!   from Malformed to Completed;
@@ -27,7 +28,7 @@
 use serde_json::Value;
 
 use crate::providers::{DecoderOptions, TextDelta, TurnDecoder};
-use crate::turn::{Provider, RawCall, Turn, TurnStatus};
+use crate::turn::{CallKind, Provider, RawCall, Turn, TurnStatus};
 
 /// Longest chunk [`self_chunks`] produces.
 pub const MAX_CHUNK: usize = 67;
@@ -136,6 +137,16 @@ pub fn check_turn(provider: Provider, decoded: &Decoded) {
             turn.ending.stop_reason.is_some(),
             "completed without a stop reason"
         );
+        let mut ids: Vec<&str> = turn
+            .calls
+            .iter()
+            .filter_map(|c| c.id.as_deref())
+            .filter(|id| !id.is_empty())
+            .collect();
+        let all = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), all, "a completed turn repeats a call ID");
     }
     for call in &turn.calls {
         check_call_position(provider, &turn.assistant, call);
@@ -182,12 +193,22 @@ fn check_call_position(provider: Provider, assistant: &Value, call: &RawCall) {
         }
         Provider::OpenAiResponses => {
             let item = at(assistant.pointer(&format!("/{}", call.index)));
+            let (item_type, id) = match call.kind {
+                CallKind::Function => ("function_call", "/call_id"),
+                CallKind::LocalShell => ("local_shell_call", "/call_id"),
+                CallKind::Shell => ("shell_call", "/call_id"),
+                CallKind::ApplyPatch => ("apply_patch_call", "/call_id"),
+                CallKind::CustomTool => ("custom_tool_call", "/call_id"),
+                CallKind::ToolSearch => ("tool_search_call", "/call_id"),
+                CallKind::Computer => ("computer_call", "/call_id"),
+                CallKind::McpApproval => ("mcp_approval_request", "/id"),
+            };
             assert_eq!(
                 str_at(&item, "/type").as_deref(),
-                Some("function_call"),
+                Some(item_type),
                 "{call:?}"
             );
-            assert_eq!(str_at(&item, "/call_id"), call.id, "{call:?}");
+            assert_eq!(str_at(&item, id), call.id, "{call:?}");
         }
         Provider::Gemini => {
             let part = at(assistant.pointer(&format!("/parts/{}", call.index)));

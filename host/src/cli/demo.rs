@@ -1,8 +1,9 @@
 //! `turngate demo`: the seed regression check, played through the real pipeline on a throwaway root.
 //!
-//! For each provider, five recorded-shape turns around one write to `notes.txt` (a complete valid write,
-//! a cut-off turn whose tool JSON happens to parse, a refusal, invalid JSON, a path outside the root) go
-//! through decoding, the turn gate and the sandbox. The table shows each turn's status, each call's
+//! For each provider, six recorded-shape turns around one write to `notes.txt` (a complete valid write, a
+//! turn whose connection dropped and one that ended at the output limit, both after tool JSON that happens
+//! to parse, a refusal, invalid JSON, a path outside the root) go through decoding, the turn gate and the
+//! sandbox. The table shows each turn's status, each call's
 //! verdict and whether `notes.txt` changed; the command fails if any case did not end as it must.
 
 use anyhow::{Context, Result};
@@ -32,19 +33,20 @@ macro_rules! cases {
     };
 }
 
-fn cases() -> [Case; 20] {
+fn cases() -> [Case; 24] {
     cases![
-        Provider::Anthropic, "anthropic" => ["complete": true, "cutoff": false, "refusal": false, "invalid": false, "outside": false];
-        Provider::OpenAiChat, "openai-chat" => ["complete": true, "cutoff": false, "refusal": false, "invalid": false, "outside": false];
-        Provider::OpenAiResponses, "openai-responses" => ["complete": true, "cutoff": false, "refusal": false, "invalid": false, "outside": false];
-        Provider::Gemini, "gemini" => ["complete": true, "cutoff": false, "refusal": false, "invalid": false, "outside": false];
+        Provider::Anthropic, "anthropic" => ["complete": true, "cutoff": false, "truncated": false, "refusal": false, "invalid": false, "outside": false];
+        Provider::OpenAiChat, "openai-chat" => ["complete": true, "cutoff": false, "truncated": false, "refusal": false, "invalid": false, "outside": false];
+        Provider::OpenAiResponses, "openai-responses" => ["complete": true, "cutoff": false, "truncated": false, "refusal": false, "invalid": false, "outside": false];
+        Provider::Gemini, "gemini" => ["complete": true, "cutoff": false, "truncated": false, "refusal": false, "invalid": false, "outside": false];
     ]
 }
 
 fn describe_case(name: &str) -> &'static str {
     match name {
         "complete" => "complete, valid write",
-        "cutoff" => "cut off, tool JSON parses",
+        "cutoff" => "dropped, tool JSON parses",
+        "truncated" => "output limit, JSON parses",
         "refusal" => "refusal",
         "invalid" => "invalid tool JSON",
         _ => "path outside the root",

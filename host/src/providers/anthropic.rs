@@ -2,21 +2,26 @@
 //!
 //! Order: `message_start`, per content block `content_block_start` / `content_block_delta`* /
 //! `content_block_stop`, `message_delta` (with `stop_reason`), `message_stop`. `ping` and unknown event types
-//! are tolerated anywhere before `message_stop`.
+//! are tolerated anywhere before `message_stop`. A resumed message (programmatic tool calling, for example) can
+//! carry its content whole in `message_start` (`message.content`, complete blocks, a `tool_use` with its full
+//! `input` object) and its `stop_reason` there too, then go straight to `message_stop`: like the SDKs, the
+//! message starts from what `message_start` holds; its blocks count as started and stopped.
 //!
 //! Classification (the first fault wins, see [`crate::providers`]):
 //! * `error` event -> Errored (detail: error type and message, e.g. `overloaded_error: Overloaded`).
 //! * Protocol violations -> Malformed: unparseable data, data that is not an object with a string `type`, an
 //!   `event:` name that differs from `data.type` (a missing `event:` line is tolerated), any event before
 //!   `message_start` or a second one, a start for an index already started, a delta or stop for an index never
-//!   started (or already stopped), a delta type that does not fit its block, a block event after
-//!   `message_delta`, anything after `message_stop` (including an undispatched trailing event), stray lines.
+//!   started (or already stopped; a block from `message_start` is stopped), a delta type that does not fit its
+//!   block, a block event after `message_delta`, a `message_start` content that is not an array of typed
+//!   objects (or a `tool_use` there without an `input` object), a `stop_reason` that changes, anything after
+//!   `message_stop` (including an undispatched trailing event), stray lines.
 //! * No `message_stop` dispatched (also when it sits at EOF without its blank line) -> Incomplete.
 //! * After `message_stop`, by `stop_reason`: `tool_use` -> Completed when at least one `tool_use` block exists
 //!   and every block got its `content_block_stop` (else Malformed); `end_turn` / `stop_sequence` -> Completed
 //!   when there is no `tool_use` block and every block was stopped (else Malformed); `max_tokens`,
-//!   `model_context_window_exceeded` -> Truncated; `refusal` -> Refused; `pause_turn`, unknown, or no
-//!   `message_delta` stop reason at all -> Incomplete.
+//!   `model_context_window_exceeded` -> Truncated; `refusal` -> Refused; `pause_turn`, unknown, or no stop
+//!   reason at all (neither in `message_start` nor in `message_delta`) -> Incomplete.
 //!
 //! Tool input: the `input_json_delta.partial_json` fragments concatenated. An empty buffer means `{}`: then
 //! `raw_input` is `{}` (or, if the block's start carried a non-empty `input` object and no fragment came, that
@@ -32,7 +37,7 @@ use crate::providers::{
     typed_event,
 };
 use crate::sse::Undispatched;
-use crate::turn::{Provider, RawCall, Turn, TurnStatus};
+use crate::turn::{CallKind, Provider, RawCall, Turn, TurnStatus};
 
 #[derive(Debug)]
 struct Block {
@@ -73,8 +78,10 @@ impl AnthropicFold {
             "message_start" => {
                 if self.started {
                     self.common.malformed("second message_start");
+                    return;
                 }
                 self.started = true;
+                self.message_start(obj, out);
             }
             "content_block_start"
             | "content_block_delta"
@@ -139,6 +146,77 @@ impl AnthropicFold {
             "message_stop" => self.stopped = true,
             _ => {} // unknown event types are tolerated
         }
+    }
+
+    /// Takes what `message_start` already carries, as the SDKs do when they build the final message from
+    /// it: its content blocks are complete blocks (a `tool_use` has its whole `input` object), and its
+    /// `stop_reason`, when set, is the message's unless a `message_delta` says otherwise.
+    fn message_start(&mut self, obj: &Map<String, Value>, out: &mut Vec<TextDelta>) {
+        let Some(message) = obj.get("message").and_then(Value::as_object) else {
+            return;
+        };
+        match message.get("content") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(blocks)) => {
+                for (index, block) in (0u64..).zip(blocks) {
+                    match block.as_object() {
+                        Some(block) => self.complete_block(index, block, out),
+                        None => self.common.malformed(format!(
+                            "message_start content block {index} is not an object"
+                        )),
+                    }
+                }
+            }
+            Some(_) => self
+                .common
+                .malformed("message_start content is not an array"),
+        }
+        match message.get("stop_reason") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(reason)) => self.stop_reason = Some(reason.clone()),
+            Some(other) => self.common.malformed(format!(
+                "message_start stop_reason is not a string: {}",
+                clip(&other.to_string())
+            )),
+        }
+    }
+
+    /// A block that arrived whole in `message_start`: started and stopped at once.
+    fn complete_block(&mut self, index: u64, block: &Map<String, Value>, out: &mut Vec<TextDelta>) {
+        let Some(kind) = str_field(block, "type") else {
+            self.common.malformed(format!(
+                "message_start content block {index} without a block type"
+            ));
+            return;
+        };
+        if kind == "text"
+            && let Some(text) = str_field(block, "text")
+        {
+            self.common.text(text, out);
+        }
+        if kind == "tool_use" {
+            if str_field(block, "id").is_none() || str_field(block, "name").is_none() {
+                self.common.malformed(format!(
+                    "tool_use block {index} without a string id and name"
+                ));
+            }
+            if !block.get("input").is_some_and(Value::is_object) {
+                self.common.malformed(format!(
+                    "tool_use block {index} in message_start without an input object"
+                ));
+            }
+        }
+        let block = Block {
+            kind: kind.to_owned(),
+            start: block.clone(),
+            text: String::new(),
+            thinking: String::new(),
+            signature: String::new(),
+            json: String::new(),
+            citations: Vec::new(),
+            stopped: true,
+        };
+        self.blocks.insert(index, block);
     }
 
     fn index(&mut self, obj: &Map<String, Value>, kind: &str) -> Option<u64> {
@@ -293,7 +371,7 @@ impl AnthropicFold {
         match reason {
             None => (
                 TurnStatus::Incomplete,
-                "message_stop without a stop_reason in message_delta".into(),
+                "message_stop without a stop_reason in message_start or message_delta".into(),
             ),
             Some("tool_use") if tool_blocks == 0 => (
                 TurnStatus::Malformed,
@@ -416,6 +494,7 @@ impl ProviderFold for AnthropicFold {
                     value.insert("input".into(), input);
                     if kind == "tool_use" {
                         calls.push(RawCall {
+                            kind: CallKind::Function,
                             id: str_field(&value, "id").map(str::to_owned),
                             name: str_field(&value, "name").unwrap_or_default().to_owned(),
                             raw_input: raw,

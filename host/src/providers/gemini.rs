@@ -34,7 +34,7 @@ use crate::providers::{
     str_field,
 };
 use crate::sse::Undispatched;
-use crate::turn::{Provider, RawCall, Turn, TurnStatus};
+use crate::turn::{CallKind, Provider, RawCall, Turn, TurnStatus};
 
 /// Deepest `jsonPath` accepted in Vertex `partialArgs` (keeps the assembled object's nesting bounded).
 const MAX_PATH_SEGMENTS: usize = 64;
@@ -624,6 +624,7 @@ impl ProviderFold for GeminiFold {
         let calls = std::mem::take(&mut self.calls)
             .into_iter()
             .map(|c| RawCall {
+                kind: CallKind::Function,
                 id: c.id,
                 name: c.name,
                 raw_input: match c.input {

@@ -237,15 +237,24 @@ impl Common {
         self.notes.push(clip_note(note.into()));
     }
 
-    /// Builds the turn: a recorded fault overrides `verdict`; `stop_reason` is kept either way.
+    /// Builds the turn, the finish step every fold shares: a recorded fault overrides `verdict`; without one,
+    /// call IDs that are not unique make the turn Malformed (two results would carry the same ID, so no
+    /// answer could be matched to its call); `stop_reason` is kept either way. Calls without an ID (Gemini
+    /// answers by order) are not compared.
     pub fn into_turn(
-        self,
+        mut self,
         provider: Provider,
         assistant: Value,
         calls: Vec<RawCall>,
         verdict: (TurnStatus, String),
         stop_reason: Option<String>,
     ) -> Turn {
+        if let Some(id) = repeated_id(&calls) {
+            self.malformed(format!(
+                "call ID {} appears more than once in the turn (call IDs must be unique)",
+                clip(id)
+            ));
+        }
         let (status, mut detail) = self.fault.unwrap_or(verdict);
         const MAX_NOTES: usize = 5;
         for note in self.notes.iter().take(MAX_NOTES) {
@@ -267,6 +276,16 @@ impl Common {
             text: self.text,
         }
     }
+}
+
+/// The first non-empty call ID that an earlier call of the turn already carries.
+fn repeated_id(calls: &[RawCall]) -> Option<&str> {
+    let mut seen = std::collections::BTreeSet::new();
+    calls
+        .iter()
+        .filter_map(|call| call.id.as_deref())
+        .filter(|id| !id.is_empty())
+        .find(|id| !seen.insert(*id))
 }
 
 /// Parses an event's data as a JSON object, recording a violation otherwise.

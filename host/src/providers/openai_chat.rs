@@ -1,15 +1,28 @@
 //! OpenAI Chat Completions streaming (`data:` chunks, `data: [DONE]` at the end).
 //!
-//! Folds `choices[0].delta` (the choice whose `index` is 0; other choices are ignored): `content`, `refusal`,
-//! `tool_calls` by `index` (the first fragment of each index must carry `id` and `function.name`; later
-//! fragments may repeat them unchanged; `arguments` are concatenated exactly as received).
+//! Folds `choices[0].delta` (the choice whose `index` is 0; other choices are ignored): `content`,
+//! `reasoning_content`, `refusal`, `tool_calls` by `index` (the first fragment of each index must carry `id`
+//! and `function.name`; later fragments may repeat them unchanged; `arguments` are concatenated exactly as
+//! received).
+//!
+//! What OpenAI-compatible servers add, folded the same way:
+//! * Mistral sends each tool call whole, with `id` and `function.name` but no `index`: such a fragment is a new
+//!   call at the next position.
+//! * Magistral streams `content` as an array of typed chunks (`{"type":"text","text"}`, `{"type":"thinking",
+//!   "thinking":[text chunks]}`): text chunks are visible text; the assistant message's `content` is then the
+//!   chunk list as sent (adjacent text chunks, and adjacent thinking chunks, merged), so the thinking goes
+//!   back with it.
+//! * DeepSeek and xAI stream the reasoning in `reasoning_content`: it is kept in the assistant message
+//!   (`reasoning_content`, even when empty), which DeepSeek requires back after a turn with tool calls. It is
+//!   not visible text.
 //!
 //! Classification (the first fault wins, see [`crate::providers`]):
 //! * An `{"error": ...}` chunk -> Errored.
 //! * Malformed: unparseable or non-object chunks, `choices` not an array, a tool-call fragment without
-//!   `index`, a first fragment without `id` or `function.name`, a later fragment changing them, a tool type
-//!   other than `function`, deltas or a different `finish_reason` after the `finish_reason`, any data after
-//!   `[DONE]`, stray lines.
+//!   `index` (unless it carries both `id` and `function.name`), a first fragment without `id` or
+//!   `function.name`, a later fragment changing them, a tool type other than `function`, `content` that is
+//!   neither a string nor an array of typed chunks, `reasoning_content` that is not a string, deltas or a
+//!   different `finish_reason` after the `finish_reason`, any data after `[DONE]`, stray lines.
 //! * No `[DONE]` -> Incomplete (with or without a `finish_reason`); `[DONE]` without any `finish_reason` ->
 //!   Incomplete.
 //! * By `finish_reason`: `content_filter` -> Filtered; `length` -> Truncated; otherwise a streamed refusal ->
@@ -28,7 +41,7 @@ use crate::providers::{
     str_field,
 };
 use crate::sse::Undispatched;
-use crate::turn::{Provider, RawCall, Turn, TurnStatus};
+use crate::turn::{CallKind, Provider, RawCall, Turn, TurnStatus};
 
 #[derive(Debug)]
 struct ChatCall {
@@ -42,7 +55,14 @@ struct ChatCall {
 pub struct ChatFold {
     common: Common,
     forced_tool_choice: bool,
-    content: String,
+    /// `delta.content` as typed chunks (`{"type":"text","text"}` for a string delta), adjacent text and
+    /// thinking chunks merged.
+    content: Vec<Map<String, Value>>,
+    /// Some `delta.content` was an array of typed chunks (Magistral): the message's content is the chunk
+    /// list, not a string.
+    typed_content: bool,
+    /// `delta.reasoning_content` (DeepSeek, xAI), concatenated; `None` when no delta carried the field.
+    reasoning: Option<String>,
     refusal: String,
     calls: BTreeMap<u64, ChatCall>,
     function_call: Option<(String, String)>,
@@ -56,7 +76,9 @@ impl ChatFold {
         Self {
             common: Common::default(),
             forced_tool_choice,
-            content: String::new(),
+            content: Vec::new(),
+            typed_content: false,
+            reasoning: None,
             refusal: String::new(),
             calls: BTreeMap::new(),
             function_call: None,
@@ -82,19 +104,37 @@ impl ChatFold {
                 Some(_) => true,
             };
             if self.finish_reason.is_some()
-                && ["content", "refusal", "tool_calls", "function_call"]
-                    .iter()
-                    .any(|k| carries(k))
+                && [
+                    "content",
+                    "reasoning_content",
+                    "refusal",
+                    "tool_calls",
+                    "function_call",
+                ]
+                .iter()
+                .any(|k| carries(k))
             {
                 self.common.malformed("delta after finish_reason");
             }
             match delta.get("content") {
-                Some(Value::String(s)) => {
-                    self.content.push_str(s);
-                    self.common.text(s, out);
+                Some(Value::String(s)) => self.text_chunk(s, out),
+                Some(Value::Array(chunks)) => {
+                    self.typed_content = true;
+                    for chunk in chunks {
+                        self.typed_chunk(chunk, out);
+                    }
                 }
                 None | Some(Value::Null) => {}
-                Some(_) => self.common.malformed("delta.content is not a string"),
+                Some(_) => self
+                    .common
+                    .malformed("delta.content is neither a string nor an array of chunks"),
+            }
+            match delta.get("reasoning_content") {
+                Some(Value::String(s)) => self.reasoning.get_or_insert_default().push_str(s),
+                None | Some(Value::Null) => {}
+                Some(_) => self
+                    .common
+                    .malformed("delta.reasoning_content is not a string"),
             }
             match delta.get("refusal") {
                 Some(Value::String(s)) => self.refusal.push_str(s),
@@ -137,8 +177,56 @@ impl ChatFold {
         }
     }
 
+    /// Visible text: a text chunk, merged into the one before it.
+    fn text_chunk(&mut self, text: &str, out: &mut Vec<TextDelta>) {
+        if text.is_empty() {
+            return;
+        }
+        let mut chunk = Map::new();
+        chunk.insert("type".into(), json!("text"));
+        chunk.insert("text".into(), json!(text));
+        merge_chunk(&mut self.content, chunk);
+        self.common.text(text, out);
+    }
+
+    /// One chunk of an array `delta.content`: `text` is visible text, `thinking` (whose `thinking` is a list
+    /// of text chunks) is kept for the message but not echoed, any other typed chunk is kept as sent.
+    fn typed_chunk(&mut self, chunk: &Value, out: &mut Vec<TextDelta>) {
+        let Some(map) = chunk.as_object() else {
+            self.common
+                .malformed("a delta.content chunk is not an object");
+            return;
+        };
+        match str_field(map, "type") {
+            Some("text") => match str_field(map, "text") {
+                Some(text) => self.text_chunk(text, out),
+                None => self
+                    .common
+                    .malformed("a text chunk of delta.content without a string text"),
+            },
+            Some(_) => merge_chunk(&mut self.content, map.clone()),
+            None => self
+                .common
+                .malformed("a delta.content chunk without a string type"),
+        }
+    }
+
     fn fragment(&mut self, f: &Map<String, Value>) {
-        let Some(index) = f.get("index").and_then(Value::as_u64) else {
+        let function = f.get("function").and_then(Value::as_object);
+        let id = str_field(f, "id").filter(|s| !s.is_empty());
+        let name = function
+            .and_then(|func| str_field(func, "name"))
+            .filter(|s| !s.is_empty());
+        let index = match f.get("index") {
+            Some(i) if !i.is_null() => i.as_u64(),
+            // Mistral sends each call whole, with its id and name but no index: a new call, next in line.
+            _ if id.is_some() && name.is_some() => self
+                .calls
+                .last_key_value()
+                .map_or(Some(0), |(last, _)| last.checked_add(1)),
+            _ => None,
+        };
+        let Some(index) = index else {
             self.common
                 .malformed("tool call fragment without a valid index");
             return;
@@ -151,11 +239,6 @@ impl ChatFold {
                 clip(&kind.to_string())
             ));
         }
-        let function = f.get("function").and_then(Value::as_object);
-        let id = str_field(f, "id").filter(|s| !s.is_empty());
-        let name = function
-            .and_then(|func| str_field(func, "name"))
-            .filter(|s| !s.is_empty());
         match self.calls.get_mut(&index) {
             None => {
                 if id.is_none() {
@@ -329,15 +412,20 @@ impl ProviderFold for ChatFold {
         let verdict = self.verdict(undispatched.as_ref());
         let mut message = Map::new();
         message.insert("role".into(), json!("assistant"));
-        let content = std::mem::take(&mut self.content);
-        message.insert(
-            "content".into(),
-            if content.is_empty() {
-                Value::Null
-            } else {
-                Value::String(content)
-            },
-        );
+        let chunks = std::mem::take(&mut self.content);
+        let content = if chunks.is_empty() {
+            Value::Null
+        } else if self.typed_content {
+            Value::Array(chunks.into_iter().map(Value::Object).collect())
+        } else {
+            // Without typed chunks, there is at most the one merged text chunk.
+            Value::String(chunks.iter().filter_map(|c| str_field(c, "text")).collect())
+        };
+        message.insert("content".into(), content);
+        // Kept even when empty: DeepSeek wants it back with every earlier message that made tool calls.
+        if let Some(reasoning) = self.reasoning.take() {
+            message.insert("reasoning_content".into(), Value::String(reasoning));
+        }
         if !self.refusal.is_empty() {
             message.insert(
                 "refusal".into(),
@@ -353,6 +441,7 @@ impl ProviderFold for ChatFold {
                 "function": {"name": call.name, "arguments": call.arguments},
             }));
             calls.push(RawCall {
+                kind: CallKind::Function,
                 id: call.id,
                 name: call.name,
                 raw_input: call.arguments,
@@ -377,6 +466,66 @@ impl ProviderFold for ChatFold {
             stop_reason,
         )
     }
+}
+
+/// Appends a typed content chunk, merging it into the last one when both are `text` (texts joined) or both
+/// are `thinking` (their `thinking` lists joined, adjacent text pieces merged); the later chunk's other
+/// fields win. Any other chunk is kept as sent.
+fn merge_chunk(chunks: &mut Vec<Map<String, Value>>, chunk: Map<String, Value>) {
+    let kind = str_field(&chunk, "type");
+    let field = match kind {
+        Some("text") => "text",
+        Some("thinking") => "thinking",
+        _ => {
+            chunks.push(chunk);
+            return;
+        }
+    };
+    let Some(last) = chunks
+        .last_mut()
+        .filter(|last| str_field(last, "type") == kind)
+    else {
+        chunks.push(chunk);
+        return;
+    };
+    let merged = match (last.get(field), chunk.get(field)) {
+        (Some(Value::String(a)), Some(Value::String(b))) => Some(Value::String(format!("{a}{b}"))),
+        (Some(Value::Array(a)), Some(Value::Array(b))) => {
+            let mut parts = a.clone();
+            for part in b {
+                merge_text_part(&mut parts, part);
+            }
+            Some(Value::Array(parts))
+        }
+        _ => None,
+    };
+    let Some(merged) = merged else {
+        chunks.push(chunk);
+        return;
+    };
+    for (key, value) in chunk {
+        if key != field {
+            last.insert(key, value);
+        }
+    }
+    last.insert(field.to_owned(), merged);
+}
+
+/// Appends a piece of a thinking chunk's list, joining two adjacent `{"type":"text","text"}` pieces.
+fn merge_text_part(parts: &mut Vec<Value>, part: &Value) {
+    let plain_text = |v: &Value| {
+        v.as_object()
+            .filter(|m| m.len() == 2 && str_field(m, "type") == Some("text"))
+            .and_then(|m| str_field(m, "text"))
+            .map(str::to_owned)
+    };
+    if let (Some(tail), Some(text)) = (parts.last_mut(), plain_text(part))
+        && let Some(head) = plain_text(tail)
+    {
+        *tail = json!({"type": "text", "text": format!("{head}{text}")});
+        return;
+    }
+    parts.push(part.clone());
 }
 
 #[cfg(test)]
@@ -429,6 +578,34 @@ mod tests {
         let turn = decode(Provider::OpenAiChat, body("tool_calls", true).as_bytes());
         assert_eq!(turn.calls[0].raw_input, "{}");
         assert_eq!(turn.calls[0].id.as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn a_whole_call_without_index_takes_the_next_position() {
+        let whole = |id: &str| {
+            format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"id\":\"{id}\",\"function\":{{\"name\":\"w\",\"arguments\":\"{{}}\"}}}}]}}}}]}}\n\n"
+            )
+        };
+        let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+        let turn = decode(
+            Provider::OpenAiChat,
+            format!("{CALL}{}{end}", whole("m2")).as_bytes(),
+        );
+        assert_eq!(turn.ending.status, TurnStatus::Completed);
+        assert_eq!(turn.calls[1].id.as_deref(), Some("m2"));
+        assert_eq!(turn.calls[1].index, 1);
+        // No position after the largest index: malformed, not a panic.
+        let last = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":18446744073709551615,\"id\":\"c\",\"function\":{\"name\":\"w\",\"arguments\":\"{}\"}}]}}]}\n\n";
+        let turn = decode(
+            Provider::OpenAiChat,
+            format!("{last}{}{end}", whole("m2")).as_bytes(),
+        );
+        assert_eq!(turn.ending.status, TurnStatus::Malformed);
+        // Without an id, a fragment without index cannot start a call.
+        let anonymous = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"function\":{\"name\":\"w\",\"arguments\":\"{}\"}}]}}]}\n\n";
+        let turn = decode(Provider::OpenAiChat, format!("{anonymous}{end}").as_bytes());
+        assert_eq!(turn.ending.status, TurnStatus::Malformed);
     }
 
     #[test]

@@ -2,26 +2,39 @@
 //! `.failed`).
 //!
 //! Items come from `response.output_item.added` / `.done` (keyed by `output_index`); function call arguments
-//! from `response.function_call_arguments.delta` (keyed by `item_id`), concatenated exactly as received. A
-//! function call's name is taken from `output_item.added` when a later event lacks it. The call ID is
-//! `call_id`.
+//! from `response.function_call_arguments.delta` (keyed by `item_id`, or by `output_index` when the `item_id`
+//! names no added item: some compatible endpoints send a new one with every event), concatenated exactly as
+//! received. A function call's name is taken from `output_item.added` when a later event lacks it.
+//!
+//! Calls ([`RawCall`], in output order): every `function_call` (call ID `call_id`), and every item the client
+//! must answer, with its [`CallKind`]: `local_shell_call`, `shell_call` in a local environment (one with no
+//! environment counts as local unless the response holds its `shell_call_output`), `apply_patch_call`,
+//! `custom_tool_call`, `computer_call`, `tool_search_call` with `execution: "client"` (call ID `call_id`), and
+//! `mcp_approval_request` (answered by its `id`). Items OpenAI runs itself (web and file search, code
+//! interpreter, `mcp_call`, `mcp_list_tools`, hosted shell, image generation, programs) stay in
+//! `Turn::assistant` only.
 //!
 //! Classification (the first fault wins, see [`crate::providers`]):
 //! * An `error` event (flat `code` / `message` or a nested `error` object) -> Errored.
 //! * Malformed: unparseable data, data without a string `type`, an `event:` name that differs from
 //!   `data.type` (a missing `event:` line is tolerated), a `sequence_number` that does not strictly increase
 //!   (a missing one is tolerated), a second `added` for an output index or item id, `done` / deltas for an
-//!   item never added, argument deltas for a non-function item or after its `done`, final arguments (from
-//!   `.done`, `output_item.done` or the terminal output) that differ from the streamed deltas, a function call
-//!   missing from the terminal output, any event after the terminal event, stray lines.
+//!   item never added, an `item_id` and an `output_index` that name different items, argument deltas for a
+//!   non-function item or after its `done`, final arguments (from `.done`, `output_item.done` or the terminal
+//!   output) that differ from the streamed deltas, a call without its call ID, a streamed call missing from
+//!   the terminal output (except, in `response.incomplete`, one that was still streaming), any event after
+//!   the terminal event, stray lines.
 //! * No terminal event -> Incomplete.
 //! * `response.completed`: `status: "completed"` -> Completed, unless a refusal content part or refusal delta
-//!   was seen (-> Refused) or a function call item's status is not `completed` (-> Malformed); any other status
-//!   -> Incomplete. `response.incomplete`: `incomplete_details.reason` `max_output_tokens` -> Truncated,
-//!   `content_filter` -> Filtered, else Incomplete. `response.failed` -> Errored.
+//!   was seen (-> Refused) or a function call item's status is not `completed` (-> Malformed; except a call
+//!   made by a program, `caller: {"type": "program"}`, still `in_progress` with its arguments finished: the
+//!   client owns it); any other status -> Incomplete. `response.incomplete`: `incomplete_details.reason`
+//!   `max_output_tokens` -> Truncated, `content_filter` -> Filtered, else Incomplete. `response.failed` ->
+//!   Errored.
 //!
 //! `Turn::assistant` is the terminal event's `response.output` when it is a non-empty array (with a missing
-//! function call `name` filled from the streamed item), else the streamed items.
+//! function call `name` filled from the streamed item) and holds every streamed call, else the streamed
+//! items.
 
 use std::collections::BTreeMap;
 
@@ -32,7 +45,7 @@ use crate::providers::{
     typed_event,
 };
 use crate::sse::Undispatched;
-use crate::turn::{Provider, RawCall, Turn, TurnStatus};
+use crate::turn::{CallKind, Provider, RawCall, Turn, TurnStatus};
 
 #[derive(Debug)]
 struct Item {
@@ -49,6 +62,16 @@ struct Item {
 impl Item {
     fn is_function_call(&self) -> bool {
         str_field(&self.added, "type") == Some("function_call")
+    }
+
+    /// The item asks the client for an answer (judged from the item alone).
+    fn is_client_call(&self) -> bool {
+        client_kind(&self.accumulated(), &[]).is_some()
+    }
+
+    /// The arguments are final: `function_call_arguments.done` or `output_item.done` was seen.
+    fn args_finished(&self) -> bool {
+        self.args_done || self.done.is_some()
     }
 
     fn id(&self) -> Option<&str> {
@@ -104,13 +127,21 @@ pub struct ResponsesFold {
 }
 
 impl ResponsesFold {
+    /// The output index an event is about: its `item_id` when that names an added item (and then its
+    /// `output_index`, if any, must agree), else its `output_index` (some compatible endpoints send a new
+    /// `item_id` with every event, while the output index stays consistent).
     fn locate(&mut self, obj: &Map<String, Value>, kind: &str) -> Option<u64> {
-        let found = match str_field(obj, "item_id") {
-            Some(id) => self.ids.get(id).copied(),
-            None => obj
-                .get("output_index")
-                .and_then(Value::as_u64)
-                .filter(|i| self.items.contains_key(i)),
+        let by_id = str_field(obj, "item_id").and_then(|id| self.ids.get(id).copied());
+        let index = obj.get("output_index").and_then(Value::as_u64);
+        let found = match (by_id, index) {
+            (Some(at), Some(index)) if at != index => {
+                self.common.malformed(format!(
+                    "{kind}: item_id names the item at output_index {at}, but output_index is {index}"
+                ));
+                return None;
+            }
+            (Some(at), _) => Some(at),
+            (None, index) => index.filter(|i| self.items.contains_key(i)),
         };
         if found.is_none() {
             self.common
@@ -345,15 +376,24 @@ impl ResponsesFold {
             .filter_map(|o| o.get("id").and_then(Value::as_str))
             .collect();
         let in_output = |id: &str| output_ids.contains(id);
-        if let Some(missing) = self
+        let missing: Vec<&Item> = self
             .items
             .values()
-            .find(|i| i.is_function_call() && !i.id().is_some_and(in_output))
-        {
-            self.common.malformed(format!(
-                "function call {} was streamed but is absent from the terminal output",
-                clip(missing.id().unwrap_or("without id"))
-            ));
+            .filter(|i| i.is_client_call() && !i.id().is_some_and(in_output))
+            .collect();
+        if !missing.is_empty() {
+            // A response cut short (`response.incomplete`) may leave out an item that was still streaming;
+            // the provider said why it stopped. Anything else missing contradicts the stream.
+            let cut_short = self
+                .terminal
+                .as_ref()
+                .is_some_and(|(kind, _)| *kind == TerminalKind::Incomplete);
+            if let Some(item) = missing.iter().find(|i| !cut_short || i.done.is_some()) {
+                self.common.malformed(format!(
+                    "call {} was streamed but is absent from the terminal output",
+                    clip(item.id().unwrap_or("without id"))
+                ));
+            }
             return self.items.values().map(Item::accumulated).collect();
         }
         let mut items = Vec::with_capacity(output.len());
@@ -431,6 +471,7 @@ impl ResponsesFold {
                 let unfinished = items.iter().find(|item| {
                     str_field(item, "type") == Some("function_call")
                         && str_field(item, "status").is_some_and(|s| s != "completed")
+                        && !self.program_call_ready(item)
                 });
                 if let Some(item) = unfinished {
                     return (
@@ -442,14 +483,15 @@ impl ResponsesFold {
                         ),
                     );
                 }
-                let n = items
-                    .iter()
-                    .filter(|i| str_field(i, "type") == Some("function_call"))
-                    .count();
-                (
-                    TurnStatus::Completed,
-                    format!("response.completed: {n} function call(s)"),
-                )
+                let kinds: Vec<CallKind> =
+                    items.iter().filter_map(|i| client_kind(i, items)).collect();
+                let functions = kinds.iter().filter(|k| **k == CallKind::Function).count();
+                let others = kinds.len() - functions;
+                let mut detail = format!("response.completed: {functions} function call(s)");
+                if others > 0 {
+                    detail.push_str(&format!(", {others} other client item(s)"));
+                }
+                (TurnStatus::Completed, detail)
             }
             TerminalKind::Incomplete => {
                 let reason = response
@@ -484,6 +526,23 @@ impl ResponsesFold {
                 (TurnStatus::Errored, format!("response.failed: {detail}"))
             }
         }
+    }
+
+    /// A function call that a program (programmatic tool calling) made: the response completes while the
+    /// call is still `in_progress`, because the client owns it and must run it. It is ready when its
+    /// arguments finished streaming.
+    fn program_call_ready(&self, item: &Map<String, Value>) -> bool {
+        let by_program = item
+            .get("caller")
+            .and_then(|c| c.get("type"))
+            .and_then(Value::as_str)
+            == Some("program");
+        let streamed = str_field(item, "id")
+            .and_then(|id| self.ids.get(id))
+            .and_then(|i| self.items.get(i));
+        by_program
+            && str_field(item, "status") == Some("in_progress")
+            && streamed.is_some_and(Item::args_finished)
     }
 
     fn stop_reason(&self) -> Option<String> {
@@ -550,19 +609,40 @@ impl ProviderFold for ResponsesFold {
         let verdict = self.verdict(&items, undispatched.as_ref());
         let mut calls = Vec::new();
         for (position, item) in items.iter().enumerate() {
-            if str_field(item, "type") != Some("function_call") {
+            let Some(kind) = client_kind(item, &items) else {
                 continue;
-            }
-            let streamed = str_field(item, "id")
-                .and_then(|id| self.ids.get(id))
-                .and_then(|i| self.items.get(i));
-            let raw_input = match streamed {
-                Some(s) if s.args_fixed || str_field(item, "arguments").is_none() => s.args.clone(),
-                _ => str_field(item, "arguments").unwrap_or_default().to_owned(),
             };
+            let item_type = str_field(item, "type").unwrap_or_default();
+            let raw_input = if kind == CallKind::Function {
+                let streamed = str_field(item, "id")
+                    .and_then(|id| self.ids.get(id))
+                    .and_then(|i| self.items.get(i));
+                match streamed {
+                    Some(s) if s.args_fixed || str_field(item, "arguments").is_none() => {
+                        s.args.clone()
+                    }
+                    _ => str_field(item, "arguments").unwrap_or_default().to_owned(),
+                }
+            } else {
+                item_input(item)
+            };
+            // An approval request is answered by its own id; every other item by its call_id.
+            let id_field = if kind == CallKind::McpApproval {
+                "id"
+            } else {
+                "call_id"
+            };
+            let id = str_field(item, id_field).map(str::to_owned);
+            if id.is_none() {
+                self.common.malformed(format!(
+                    "{} item at output position {position} without a string {id_field}",
+                    clip(item_type)
+                ));
+            }
             calls.push(RawCall {
-                id: str_field(item, "call_id").map(str::to_owned),
-                name: str_field(item, "name").unwrap_or_default().to_owned(),
+                kind,
+                id,
+                name: str_field(item, "name").unwrap_or(item_type).to_owned(),
                 raw_input,
                 index: position,
             });
@@ -577,6 +657,60 @@ impl ProviderFold for ResponsesFold {
             stop_reason,
         )
     }
+}
+
+/// Which client call an output item is, if it asks the client for an answer; `output` is the whole item list,
+/// so that a shell call the provider already answered counts as hosted. Items the provider runs itself (web
+/// search, file search, code interpreter, `mcp_call`, `mcp_list_tools`, hosted shell, image generation,
+/// programs, server-side tool search) are not calls.
+fn client_kind(item: &Map<String, Value>, output: &[Map<String, Value>]) -> Option<CallKind> {
+    match str_field(item, "type")? {
+        "function_call" => Some(CallKind::Function),
+        "local_shell_call" => Some(CallKind::LocalShell),
+        "shell_call" if is_local_shell_call(item, output) => Some(CallKind::Shell),
+        "apply_patch_call" => Some(CallKind::ApplyPatch),
+        "custom_tool_call" => Some(CallKind::CustomTool),
+        "tool_search_call" if str_field(item, "execution") == Some("client") => {
+            Some(CallKind::ToolSearch)
+        }
+        "computer_call" => Some(CallKind::Computer),
+        "mcp_approval_request" => Some(CallKind::McpApproval),
+        _ => None,
+    }
+}
+
+/// A `shell_call` runs on the client in a local environment; in a hosted container OpenAI runs it and the
+/// response carries its `shell_call_output`.
+fn is_local_shell_call(item: &Map<String, Value>, output: &[Map<String, Value>]) -> bool {
+    let environment = item
+        .get("environment")
+        .and_then(|e| e.get("type"))
+        .and_then(Value::as_str);
+    let answered = || {
+        output.iter().any(|o| {
+            str_field(o, "type") == Some("shell_call_output")
+                && str_field(o, "call_id").is_some()
+                && str_field(o, "call_id") == str_field(item, "call_id")
+        })
+    };
+    match environment {
+        Some("local") => true,
+        Some(_) => false,
+        None => !answered(),
+    }
+}
+
+/// What a client item that is not a function call asks for, as text for the audit: its `arguments`,
+/// `input`, `action`, `actions` or `operation`, whichever it has (strings as they are, anything else
+/// serialized).
+fn item_input(item: &Map<String, Value>) -> String {
+    ["arguments", "input", "action", "actions", "operation"]
+        .iter()
+        .find_map(|key| item.get(*key).filter(|v| !v.is_null()))
+        .map_or_else(String::new, |v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
 }
 
 #[cfg(test)]
@@ -640,6 +774,28 @@ mod tests {
             turn.calls.len(),
             1,
             "streamed call kept when the output is empty"
+        );
+        // Cut short, the output may leave out a call still streaming, never one that was done.
+        let left_out = r#"{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"id":"m","type":"message"}]}"#;
+        let turn = decode(
+            Provider::OpenAiResponses,
+            stream([0, 1, 2, 3], "response.incomplete", left_out).as_bytes(),
+        );
+        assert_eq!(turn.ending.status, TurnStatus::Truncated);
+        let done = ev(
+            "response.output_item.done",
+            3,
+            r#","output_index":0,"item":{"id":"fc1","type":"function_call","status":"completed","arguments":"{}","call_id":"call1","name":"w"}"#,
+        );
+        let mut body = stream([0, 1, 2, 4], "response.incomplete", left_out);
+        let at = body.find("event: response.incomplete").unwrap();
+        body.insert_str(at, &done);
+        let turn = decode(Provider::OpenAiResponses, body.as_bytes());
+        assert_eq!(
+            turn.ending.status,
+            TurnStatus::Malformed,
+            "{:?}",
+            turn.ending
         );
         let failed =
             r#"{"status":"failed","error":{"code":"server_error","message":"x"},"output":[]}"#;

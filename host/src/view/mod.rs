@@ -529,6 +529,9 @@ impl CallView {
                 {
                     return Err(ViewError::IsDirectory);
                 }
+                if new.trailing_slash {
+                    return Err(ViewError::NotDirectory);
+                }
                 let staged = match self.nodes.get(&from.location) {
                     Some(Node::File(staged)) => staged.clone(),
                     _ => self.copy_up(&from.location, &entry, false)?,
@@ -617,12 +620,20 @@ impl CallView {
             lower: &mut self.lower,
         };
         let options = ResolveOptions {
-            follow_final,
+            follow_final: follow_final || path.trailing_slash,
             missing_allowed,
         };
         let resolution = resolve(&mut merged, base, path.components.iter().copied(), options)?;
         if is_reserved(&resolution.location) || resolution.hops.iter().any(is_reserved) {
             return Err(ViewError::NoEntry);
+        }
+        // A path that ends in `/` names a directory (POSIX), whatever the operation.
+        if path.trailing_slash
+            && resolution
+                .entry
+                .is_some_and(|entry| entry.kind != EntryKind::Dir)
+        {
+            return Err(ViewError::NotDirectory);
         }
         Ok(resolution)
     }

@@ -290,16 +290,9 @@ fn dead_letter_report(
     let mut results = Vec::with_capacity(turn.calls.len());
     for (position, call) in turn.calls.iter().enumerate() {
         let report = match lookup(&call_key(call.id.as_deref(), position))? {
-            Some(entry) => CallReport {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                status: CallStatus::Ok,
-                reason: None,
-                step: None,
-                output: Some(entry.output.unwrap_or_default()),
-                changes: entry.changes,
-            },
+            Some(entry) => crate::pipeline::replayed(call, entry),
             None => CallReport {
+                kind: call.kind,
                 id: call.id.clone(),
                 name: call.name.clone(),
                 status: CallStatus::Error,
