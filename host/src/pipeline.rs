@@ -131,6 +131,21 @@ fn change_summaries<S: serde::Serializer>(
     seq.end()
 }
 
+impl CallReport {
+    /// The result the model gets for this call, at `position` in the turn: the output, or the reason.
+    pub(crate) fn result_for(&self, position: usize) -> ToolResult {
+        ToolResult {
+            call: position,
+            content: self
+                .output
+                .clone()
+                .or_else(|| self.reason.clone())
+                .unwrap_or_default(),
+            is_error: self.status != CallStatus::Ok,
+        }
+    }
+}
+
 /// Everything the turn gate decided.
 #[derive(Debug, Clone)]
 pub struct TurnReport {
@@ -296,15 +311,7 @@ async fn gate_turn<E>(
                     }
                 }
             };
-            results.push(ToolResult {
-                call: position,
-                content: report
-                    .output
-                    .clone()
-                    .or_else(|| report.reason.clone())
-                    .unwrap_or_default(),
-                is_error: report.status != CallStatus::Ok,
-            });
+            results.push(report.result_for(position));
             if options.audit {
                 call_records.push(call_record(call, &report, duration, paths));
             }

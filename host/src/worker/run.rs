@@ -32,7 +32,7 @@ use super::job::Job;
 use super::setup::{self, Settings};
 use crate::effects::EffectError;
 use crate::effects::journal::{JournalEntry, Lease, Retention};
-use crate::history::{ToolResult, render};
+use crate::history::render;
 use crate::pipeline::{
     CallReport, CallStatus, TurnHooks, TurnOptions, TurnReport, call_key, process_turn_recorded,
     process_turn_with,
@@ -305,15 +305,7 @@ fn dead_letter_report(
                 changes: Vec::new(),
             },
         };
-        results.push(ToolResult {
-            call: position,
-            content: report
-                .output
-                .clone()
-                .or_else(|| report.reason.clone())
-                .unwrap_or_default(),
-            is_error: report.status != CallStatus::Ok,
-        });
+        results.push(report.result_for(position));
         calls.push(report);
     }
     let history = render(&turn, &results);
