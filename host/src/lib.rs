@@ -16,6 +16,8 @@
 //!   agent loop.
 //! * [`worker`]: the same pipeline behind a NATS JetStream work queue, exactly once per call across
 //!   worker crashes and redeliveries.
+//! * [`mcp`]: the same gate for every `tools/call` of a Model Context Protocol client, over stdio or
+//!   Streamable HTTP.
 //! * [`Toolbox`], built with [`ToolboxBuilder`]: the bundled tools plus any loaded components, each
 //!   described, schema-checked and compiled once (precompiled code is cached on disk).
 //! * [`Root`]: the directory calls are confined to, held as a capability handle.
@@ -51,6 +53,7 @@ pub mod history;
 pub mod json;
 pub mod live;
 pub mod lockfile;
+pub mod mcp;
 pub mod outcome;
 pub mod pipeline;
 pub mod policy;

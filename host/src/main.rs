@@ -93,6 +93,9 @@ enum Command {
     /// Enqueue a turn job for the workers. With --wait, print its report as `run` does and exit with
     /// run's exit codes (1 also for a job the workers refused).
     Submit(cli::worker::SubmitArgs),
+    /// Serve the tools to Model Context Protocol clients (stdio, or Streamable HTTP with --listen):
+    /// every `tools/call` goes through the same gate, view, staging, apply, journal and audit as `run`.
+    Mcp(cli::mcp::McpArgs),
     /// Commands for tool authors: list the tools, inspect a component, check its conformance.
     Tools {
         #[command(subcommand)]
@@ -283,11 +286,15 @@ struct ToolboxArgs {
 
 impl ToolboxArgs {
     async fn build(&self) -> Result<Toolbox> {
+        Ok(self.builder().build().await?)
+    }
+
+    fn builder(&self) -> ToolboxBuilder {
         let mut builder = self.sandbox.builder().locked(self.locked);
         if let Some(dir) = &self.tools {
             builder = builder.tools_dir(dir);
         }
-        Ok(builder.build().await?)
+        builder
     }
 }
 
@@ -457,6 +464,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Agent(args) => agent(args).await,
         Command::Worker(args) => cli::worker::worker(args).await,
+        Command::Mcp(args) => cli::mcp::serve(args).await,
         Command::Submit(args) => cli::worker::submit(args).await,
         Command::Journal { root } => {
             let root =

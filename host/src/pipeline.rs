@@ -31,10 +31,10 @@ use crate::audit::{
 use crate::cancel::Cancel;
 use crate::descriptor::Access;
 use crate::effects::Effects;
-use crate::effects::journal::JournalEntry;
-use crate::gate::check_call;
+use crate::effects::journal::{JournalChange, JournalEntry};
+use crate::gate::{ApprovedCall, check_call};
 use crate::history::{ToolResult, render};
-use crate::outcome::CallOutcome;
+use crate::outcome::{CallError, CallOutcome};
 use crate::policy::Policy;
 use crate::root::Root;
 use crate::toolbox::{CallContext, Toolbox};
@@ -393,32 +393,7 @@ async fn run_call(
             Vec::new(),
         );
     }
-    let approved = match check_call(
-        toolbox,
-        context.root,
-        context.policy,
-        &call.name,
-        &call.raw_input,
-    ) {
-        Ok(approved) => approved,
-        Err(refusal) => {
-            let reason = format!("refused at {}: {refusal}", refusal.step());
-            return (error(refusal.step(), reason), None, Vec::new());
-        }
-    };
-    let paths = approved
-        .paths()
-        .iter()
-        .map(|p| PathRecord {
-            path: p.name.to_string(),
-            location: p.location.to_string(),
-            access: match p.access {
-                Access::Read => "read",
-                Access::Write => "write",
-            },
-        })
-        .collect();
-    let outcome: CallOutcome = toolbox.run_in(context, &approved, &call.raw_input).await;
+    let (outcome, paths) = gate_and_run(toolbox, context, &call.name, &call.raw_input).await;
     let duration = outcome.ran().then_some(outcome.duration);
     let report = match outcome.result {
         Ok(output) => CallReport {
@@ -434,6 +409,42 @@ async fn run_call(
         Err(e) => error(e.kind(), e.to_string()),
     };
     (report, duration, paths)
+}
+
+/// Gates one call and, when approved, runs and applies it: the outcome, with the paths the call was
+/// approved for as the audit log records them (none when the gate refused it). `turngate run`, the
+/// workers and the MCP server all go through here.
+pub(crate) async fn gate_and_run(
+    toolbox: &Toolbox,
+    context: &mut CallContext<'_>,
+    name: &str,
+    raw_input: &str,
+) -> (CallOutcome, Vec<PathRecord>) {
+    match check_call(toolbox, context.root, context.policy, name, raw_input) {
+        Ok(approved) => {
+            let paths = path_records(&approved);
+            (toolbox.run_in(context, &approved, raw_input).await, paths)
+        }
+        Err(refusal) => (
+            CallOutcome::refused(name, CallError::Gate(refusal)),
+            Vec::new(),
+        ),
+    }
+}
+
+fn path_records(approved: &ApprovedCall<'_>) -> Vec<PathRecord> {
+    approved
+        .paths()
+        .iter()
+        .map(|p| PathRecord {
+            path: p.name.to_string(),
+            location: p.location.to_string(),
+            access: match p.access {
+                Access::Read => "read",
+                Access::Write => "write",
+            },
+        })
+        .collect()
 }
 
 /// The answer to a client item this host does not run (no loaded tool maps to its kind): an error that
@@ -460,18 +471,79 @@ fn call_record(
     duration: Option<Duration>,
     paths: Vec<PathRecord>,
 ) -> CallRecord {
-    CallRecord {
-        time_ms: now_ms(),
-        id: call.id.clone(),
-        tool: call.name.clone(),
+    let verdict = CallVerdict {
         verdict: report.status.as_str(),
         step: report.step,
         reason: report.reason.clone(),
-        input_sha256: sha256_text(&call.raw_input),
+    };
+    record(
+        call.id.clone(),
+        &call.name,
+        &call.raw_input,
+        verdict,
+        duration,
+        paths,
+        &report.changes,
+    )
+}
+
+/// The audit record of a call that ran on its own (not in a turn), as the MCP server logs it.
+pub(crate) fn outcome_record(
+    id: Option<String>,
+    raw_input: &str,
+    outcome: &CallOutcome,
+    paths: Vec<PathRecord>,
+) -> CallRecord {
+    let verdict = match &outcome.result {
+        Ok(_) => CallVerdict {
+            verdict: CallStatus::Ok.as_str(),
+            step: None,
+            reason: None,
+        },
+        Err(error) => CallVerdict {
+            verdict: CallStatus::Error.as_str(),
+            step: Some(error.kind()),
+            reason: Some(error.to_string()),
+        },
+    };
+    let duration = outcome.ran().then_some(outcome.duration);
+    record(
+        id,
+        &outcome.tool,
+        raw_input,
+        verdict,
+        duration,
+        paths,
+        &outcome.changes,
+    )
+}
+
+struct CallVerdict {
+    verdict: &'static str,
+    step: Option<&'static str>,
+    reason: Option<String>,
+}
+
+fn record(
+    id: Option<String>,
+    tool: &str,
+    raw_input: &str,
+    verdict: CallVerdict,
+    duration: Option<Duration>,
+    paths: Vec<PathRecord>,
+    changes: &[JournalChange],
+) -> CallRecord {
+    CallRecord {
+        time_ms: now_ms(),
+        id,
+        tool: tool.to_owned(),
+        verdict: verdict.verdict,
+        step: verdict.step,
+        reason: verdict.reason,
+        input_sha256: sha256_text(raw_input),
         duration_ms: duration.map(|d| d.as_secs_f64() * 1000.0),
         paths,
-        changes: report
-            .changes
+        changes: changes
             .iter()
             .map(|c| ChangeRecord {
                 path: c.path.clone(),

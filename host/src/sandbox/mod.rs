@@ -21,11 +21,15 @@ mod wasi;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
+    UpdateDeadline,
+};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use self::bindings::{Tool, ToolPre};
@@ -293,7 +297,7 @@ impl Sandbox {
             .acquire()
             .await
             .expect("the semaphore is never closed");
-        let (mut store, _stdout, stderr) = self.new_store(None);
+        let (mut store, _stdout, stderr) = self.new_store(None, Arc::default());
         let work = async {
             let instance = tool.pre.instantiate_async(&mut store).await?;
             instance.call_describe(&mut store).await
@@ -340,7 +344,10 @@ impl Sandbox {
             .acquire_owned()
             .await
             .expect("the semaphore is never closed");
-        let (store, stdout, stderr) = self.new_store(view);
+        // Set when the caller stops waiting (the wall-time limit or a cancellation): the guest traps at
+        // the next epoch tick, so its instance slot is free at once even while it computes.
+        let stop = Arc::new(AtomicBool::new(false));
+        let (store, stdout, stderr) = self.new_store(view, stop.clone());
         let limits = self.limits;
         let pre = tool.pre.clone();
         let input = input.to_owned();
@@ -397,10 +404,11 @@ impl Sandbox {
                 let error = RunError::Setup("the call's thread ended without an answer".into());
                 return self.report(Err(error), &stdout, &stderr, started, None);
             }
-            Err(stop) => {
+            Err(stopped) => {
+                stop.store(true, Ordering::SeqCst);
                 let _ = stop_thread.send(());
                 let _ = tokio::time::timeout(UNWIND_GRACE, finished).await;
-                return self.report(Err(stop), &stdout, &stderr, started, None);
+                return self.report(Err(stopped), &stdout, &stderr, started, None);
             }
         };
         let result = match result {
@@ -435,6 +443,7 @@ impl Sandbox {
     fn new_store(
         &self,
         view: Option<CallView>,
+        stop: Arc<AtomicBool>,
     ) -> (Store<CallState>, BoundedOutput, BoundedOutput) {
         let stdout = BoundedOutput::new(self.limits.output_bytes);
         let stderr = BoundedOutput::new(self.limits.output_bytes);
@@ -448,8 +457,17 @@ impl Sandbox {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(deadline_ticks(self.limits.wall_time));
-        store.epoch_deadline_trap();
+        // Checked at every epoch tick: past the wall-time limit, or once the caller stopped the call,
+        // the guest traps with `Interrupt`.
+        let deadline = Instant::now() + self.limits.wall_time;
+        store.epoch_deadline_callback(move |_| {
+            if stop.load(Ordering::SeqCst) || Instant::now() >= deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Continue(1))
+            }
+        });
+        store.set_epoch_deadline(1);
         (store, stdout, stderr)
     }
 }
@@ -479,11 +497,6 @@ fn classify(error: wasmtime::Error, stderr: &[u8], limits: Limits) -> RunError {
         trap: format!("{error:#}"),
         guest_message,
     }
-}
-
-fn deadline_ticks(wall_time: Duration) -> u64 {
-    let ticks = wall_time.as_nanos() / EPOCH_TICK.as_nanos();
-    u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] until the engine is dropped. Without it, epoch

@@ -1,0 +1,293 @@
+//! MCP server mode and start-up, against baselines in the same run; prints Markdown tables.
+//! `cargo bench --bench mcp`.
+//!
+//! * Cold start: from spawning `turngate mcp` (stdio, precompiled cache warm) to the result of its first
+//!   `tools/call` (`read_file` of a small file), the three messages (initialize, initialized, the call)
+//!   written at once, as a client does. Peak RSS of that process.
+//! * Warm `tools/call`: the same `read_file` over one server's stdio, one call at a time, against the
+//!   bare library call (`Toolbox::call`) in this process.
+//! * The cold CLI call: a `turngate call write_file` process (1 KiB), cache warm, against a `cp`
+//!   process writing the same bytes. Peak RSS of both.
+//!
+//! Medians and p90 over the samples; the ratio column is turngate / baseline at the median.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{median, percentile};
+use turngate::{CacheSetting, Policy, Root, Toolbox};
+
+const COLD_SAMPLES: usize = 40;
+const WARM_SAMPLES: usize = 2000;
+const CLI_SAMPLES: usize = 60;
+
+fn row(name: &str, ours: &[Duration], baseline_name: &str, baseline: &[Duration]) {
+    let (m, b) = (median(ours.to_vec()), median(baseline.to_vec()));
+    println!(
+        "| {name} | {m:.2?} | {:.2?} | {baseline_name} | {b:.2?} | {:.2?} | {:.2}× |",
+        percentile(ours.to_vec(), 90),
+        percentile(baseline.to_vec(), 90),
+        m.as_secs_f64() / b.as_secs_f64()
+    );
+}
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_turngate"))
+}
+
+fn spawn_server(root: &Path, cache: &Path) -> Child {
+    Command::new(bin())
+        .args(["mcp", "--cache-dir"])
+        .arg(cache)
+        .arg("--root")
+        .arg(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn handshake() -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"}}});
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    format!("{init}\n{initialized}\n")
+}
+
+fn read_call(id: u64) -> String {
+    let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": "small.txt"}}});
+    format!("{call}\n")
+}
+
+/// Reads lines until the response to `id`; checks it is a successful call.
+fn await_response(lines: &mut impl BufRead, id: u64) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            lines.read_line(&mut line).unwrap() > 0,
+            "server closed stdout"
+        );
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == json!(id) {
+            assert_eq!(message["result"]["isError"], false, "{message}");
+            return;
+        }
+    }
+}
+
+/// Peak resident set of a live process, in KiB (`VmHWM`).
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Peak RSS of a finished child, in KiB, as GNU time reports it.
+fn peak_rss_of(command: &mut Command) -> u64 {
+    let program = command.get_program().to_owned();
+    let args: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M"])
+        .arg(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap()
+}
+
+fn cold_rows(root: &Path, cache: &Path) -> (Vec<Duration>, u64) {
+    let mut times = Vec::new();
+    let mut rss = Vec::new();
+    for _ in 0..COLD_SAMPLES + 3 {
+        let start = Instant::now();
+        let mut child = spawn_server(root, cache);
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all((handshake() + &read_call(1)).as_bytes())
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap());
+        await_response(&mut lines, 1);
+        times.push(start.elapsed());
+        rss.push(peak_rss_kib(child.id()));
+        drop(stdin);
+        child.wait().unwrap();
+    }
+    times.drain(..3);
+    rss.sort();
+    (times, rss[rss.len() / 2])
+}
+
+fn warm_rows(root_dir: &Path, cache: &Path) -> (Vec<Duration>, Vec<Duration>) {
+    let mut child = spawn_server(root_dir, cache);
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap());
+    stdin.write_all(handshake().as_bytes()).unwrap();
+    await_response_any(&mut lines, 0);
+    let mut over_mcp = Vec::new();
+    for id in 1..=(WARM_SAMPLES as u64 + 50) {
+        let start = Instant::now();
+        stdin.write_all(read_call(id).as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        await_response(&mut lines, id);
+        over_mcp.push(start.elapsed());
+    }
+    over_mcp.drain(..50);
+    drop(stdin);
+    child.wait().unwrap();
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let toolbox = runtime
+        .block_on(
+            Toolbox::builder()
+                .cache(CacheSetting::Dir(cache.to_owned()))
+                .build(),
+        )
+        .unwrap();
+    let root = Root::open(root_dir).unwrap();
+    let policy = Policy::allow_all();
+    let mut bare = Vec::new();
+    for i in 0..WARM_SAMPLES + 50 {
+        let start = Instant::now();
+        let outcome =
+            runtime.block_on(toolbox.call(&root, &policy, "read_file", r#"{"path":"small.txt"}"#));
+        if i >= 50 {
+            bare.push(start.elapsed());
+        }
+        assert!(outcome.result.is_ok());
+    }
+    (over_mcp, bare)
+}
+
+fn await_response_any(lines: &mut impl BufRead, id: u64) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(lines.read_line(&mut line).unwrap() > 0);
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == json!(id) {
+            return;
+        }
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // the baseline is plain processes on purpose
+fn cli_rows(cache: &Path) -> (Vec<Duration>, Vec<Duration>, u64, u64) {
+    let source_dir = tempfile::tempdir().unwrap();
+    let content = "x".repeat(1023) + "\n";
+    let source = source_dir.path().join("source.txt");
+    std::fs::write(&source, &content).unwrap();
+    let input = json!({"path": "notes.txt", "content": content}).to_string();
+    let call = |root: &Path| {
+        let mut command = Command::new(bin());
+        command
+            .args(["call", "--cache-dir"])
+            .arg(cache)
+            .arg("--root")
+            .arg(root)
+            .args(["write_file", &input])
+            .stdout(Stdio::null());
+        command
+    };
+    let cp = |root: &Path| {
+        let mut command = Command::new("cp");
+        command.arg(&source).arg(root.join("notes.txt"));
+        command
+    };
+    let mut ours = Vec::new();
+    let mut baseline = Vec::new();
+    for i in 0..CLI_SAMPLES + 3 {
+        let root = tempfile::tempdir().unwrap();
+        let start = Instant::now();
+        assert!(call(root.path()).status().unwrap().success());
+        let ours_time = start.elapsed();
+        let other = tempfile::tempdir().unwrap();
+        let start = Instant::now();
+        assert!(cp(other.path()).status().unwrap().success());
+        let cp_time = start.elapsed();
+        if i >= 3 {
+            ours.push(ours_time);
+            baseline.push(cp_time);
+        }
+    }
+    let root = tempfile::tempdir().unwrap();
+    let ours_rss = peak_rss_of(&mut call(root.path()));
+    let other = tempfile::tempdir().unwrap();
+    let cp_rss = peak_rss_of(&mut cp(other.path()));
+    (ours, baseline, ours_rss, cp_rss)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("small.txt"), "hello, world\n").unwrap();
+    // Warm the precompiled cache (and its descriptor cache) once.
+    let status = Command::new(bin())
+        .args(["tools", "list", "--cache-dir"])
+        .arg(cache.path())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+
+    let (cold, cold_rss) = cold_rows(root.path(), cache.path());
+    let (warm, bare) = warm_rows(root.path(), cache.path());
+    let (cli, cp, cli_rss, cp_rss) = cli_rows(cache.path());
+
+    println!(
+        "| case | turngate (median) | turngate (p90) | baseline | baseline (median) | baseline (p90) | ratio |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| `turngate mcp` spawn to first `tools/call` result (read_file), cache warm | {:.2?} | {:.2?} | target | 30ms | | {:.2}× |",
+        median(cold.clone()),
+        percentile(cold.clone(), 90),
+        median(cold.clone()).as_secs_f64() / 0.030
+    );
+    row(
+        "warm `tools/call` read_file over stdio",
+        &warm,
+        "`Toolbox::call` in-process",
+        &bare,
+    );
+    row(
+        "`turngate call write_file` process (1 KiB), cache warm",
+        &cli,
+        "`cp` process, same bytes",
+        &cp,
+    );
+    println!();
+    println!("| process | peak RSS |");
+    println!("|---|---|");
+    println!(
+        "| `turngate mcp` after its first call | {:.1} MiB |",
+        cold_rss as f64 / 1024.0
+    );
+    println!(
+        "| `turngate call write_file` | {:.1} MiB |",
+        cli_rss as f64 / 1024.0
+    );
+    println!("| `cp` | {:.1} MiB |", cp_rss as f64 / 1024.0);
+}

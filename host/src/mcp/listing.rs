@@ -1,0 +1,40 @@
+//! The tools as `tools/list` shows them: name, description and input schema from each tool's checked
+//! descriptor, and annotations from the access it declares.
+//!
+//! The hints say what the sandbox lets a tool do, not what the tool claims: a tool that declares no
+//! path, or only paths it reads, gets a read-only view (`readOnlyHint`); a tool that declares a path it
+//! writes may create, replace or delete files there (`destructiveHint`). No tool reaches the network
+//! (`openWorldHint: false`).
+
+use std::sync::Arc;
+
+use rmcp::model::{Tool, ToolAnnotations};
+use serde_json::Value;
+
+use crate::descriptor::{Access, ToolDescriptor};
+use crate::toolbox::Toolbox;
+
+/// Every tool of the toolbox, in the toolbox's order.
+pub fn tools(toolbox: &Toolbox) -> Vec<Tool> {
+    toolbox.tools().map(|t| tool(t.descriptor())).collect()
+}
+
+/// One tool's listing.
+pub fn tool(descriptor: &ToolDescriptor) -> Tool {
+    let schema = match &descriptor.input_schema {
+        Value::Object(schema) => schema.clone(),
+        // Descriptors are checked at load: the schema is an object schema.
+        _ => serde_json::Map::new(),
+    };
+    let writes = descriptor.filesystem_access() == Some(Access::Write);
+    let annotations = ToolAnnotations::new()
+        .read_only(!writes)
+        .destructive(writes)
+        .open_world(false);
+    Tool::new(
+        descriptor.name.clone(),
+        descriptor.description.clone(),
+        Arc::new(schema),
+    )
+    .with_annotations(annotations)
+}

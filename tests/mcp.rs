@@ -1,0 +1,775 @@
+//! `turngate mcp`: the MCP server over stdio (raw JSON-RPC, so every byte the client sends is ours to
+//! choose) and over Streamable HTTP. The same gates as `turngate run`, bad input answered without
+//! stopping the server, approval through the client, cancellation, order, `--locked`.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Long enough for any answer on a loaded 2-core machine; only a hang reaches it.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A `turngate mcp` process spoken to over its stdin and stdout.
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    next_id: u64,
+    /// Every line the server wrote to stdout.
+    seen: Vec<String>,
+}
+
+impl Server {
+    fn start(root: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_turngate"))
+            .arg("mcp")
+            .arg("--root")
+            .arg(root)
+            .arg("--cache-dir")
+            .arg(common::test_cache_dir())
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start turngate mcp");
+        let stdout = child.stdout.take().unwrap();
+        let (send, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Server {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            next_id: 1,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Starts a server and completes the `initialize` handshake (protocol 2025-11-25) with
+    /// `capabilities`.
+    fn initialized(root: &Path, extra: &[&str], capabilities: Value) -> Server {
+        let mut server = Server::start(root, extra);
+        let init = server.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": capabilities,
+                "clientInfo": {"name": "turngate-tests", "version": "0"}
+            }),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "turngate", "{init}");
+        server.send_raw(
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        );
+        server
+    }
+
+    fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Sends a request; returns its ID.
+    fn send(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(&message.to_string());
+        id
+    }
+
+    /// The next message from the server.
+    fn next(&mut self, within: Duration) -> Result<Value, RecvTimeoutError> {
+        let line = self.lines.recv_timeout(within)?;
+        self.seen.push(line.clone());
+        Ok(serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carries only JSON-RPC messages: {e}: {line:?}")))
+    }
+
+    /// Waits for the response to request `id`, answering nothing else (messages in between are
+    /// returned to `other`).
+    fn response(&mut self, id: u64, mut other: impl FnMut(&mut Server, Value)) -> Value {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self
+                .next(left)
+                .unwrap_or_else(|e| panic!("no response to request {id}: {e:?}"));
+            if message.get("method").is_none() && message["id"] == json!(id) {
+                return message;
+            }
+            other(self, message);
+        }
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        self.response(id, |_, message| {
+            assert!(
+                message["method"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("notifications/")),
+                "unexpected message: {message}"
+            );
+        })
+    }
+
+    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        response["result"].clone()
+    }
+
+    /// Closes stdin and waits for the process to end.
+    fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server did not exit after stdin closed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn workspace() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+fn write_policy(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("policy.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A tools directory holding the hostile test guest (`hostile_rw`: spins, sleeps, writes undeclared
+/// paths).
+fn hostile_tools() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        env!("TURNGATE_TEST_GUEST_HOSTILE_RW"),
+        dir.path().join("hostile_rw.wasm"),
+    )
+    .unwrap();
+    dir
+}
+
+fn no_staging_left(root: &Path) -> bool {
+    let staging = root.join(".turngate/staging");
+    !staging.exists()
+        || std::fs::read_dir(&staging)
+            .unwrap()
+            .all(|e| std::fs::read_dir(e.unwrap().path()).map_or(true, |mut d| d.next().is_none()))
+}
+
+#[test]
+fn tools_are_listed_with_their_schema_and_hints_from_the_declared_access() {
+    let root = workspace();
+    let mut server = Server::initialized(root.path(), &[], json!({}));
+    let listed = server.request("tools/list", json!({}));
+    let tools = listed["result"]["tools"].as_array().expect("tools");
+    let tool = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} listed: {listed}"))
+    };
+    for name in ["read_file", "list_dir", "search_files"] {
+        assert_eq!(tool(name)["annotations"]["readOnlyHint"], true, "{name}");
+        assert_eq!(
+            tool(name)["annotations"]["destructiveHint"],
+            false,
+            "{name}"
+        );
+    }
+    for name in ["write_file", "edit_file", "delete_file", "make_dir"] {
+        assert_eq!(tool(name)["annotations"]["readOnlyHint"], false, "{name}");
+        assert_eq!(tool(name)["annotations"]["destructiveHint"], true, "{name}");
+    }
+    let schema = &tool("write_file")["inputSchema"];
+    assert_eq!(schema["type"], "object");
+    assert!(schema["properties"]["path"].is_object(), "{schema}");
+    // Nothing that loads components or changes the policy.
+    assert_eq!(tools.len(), 7, "{listed}");
+    assert!(server.finish().success());
+}
+
+#[test]
+fn a_call_goes_through_the_gate_view_and_journal_and_is_audited() {
+    let root = workspace();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let log_arg = log.path().to_str().unwrap().to_owned();
+    let mut server = Server::initialized(root.path(), &["--log", &log_arg], json!({}));
+    let result = server.call(
+        "write_file",
+        json!({"path": "notes.txt", "content": "from mcp\n"}),
+    );
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structuredContent"]["status"], "ok", "{result}");
+    assert_eq!(
+        result["structuredContent"]["changes"][0]["kind"], "create",
+        "{result}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
+        "from mcp\n"
+    );
+    let read = server.call("read_file", json!({"path": "notes.txt"}));
+    assert_eq!(read["content"][0]["text"], "from mcp\n", "{read}");
+    assert!(server.finish().success());
+
+    // One audit record per call, with the change's digests.
+    let records: Vec<Value> = std::fs::read_to_string(log.path())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0]["type"], "call");
+    assert_eq!(records[0]["tool"], "write_file");
+    assert_eq!(records[0]["verdict"], "ok");
+    assert_eq!(records[0]["paths"][0]["location"], "notes.txt");
+    assert!(records[0]["changes"][0]["sha256_after"].is_string());
+
+    // The journal holds the write, under this server's turn, and `undo` removes it.
+    let journal = Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .args(["journal", "--root"])
+        .arg(root.path())
+        .output()
+        .unwrap();
+    let entry: Value = serde_json::from_slice(&journal.stdout).unwrap();
+    assert_eq!(entry["tool"], "write_file");
+    assert!(
+        entry["turn"].as_str().unwrap().starts_with("mcp-"),
+        "{entry}"
+    );
+    let undo = Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .args(["undo", "--last", "--root"])
+        .arg(root.path())
+        .output()
+        .unwrap();
+    assert!(undo.status.success());
+    assert!(!root.path().join("notes.txt").exists());
+}
+
+#[test]
+fn refusals_are_tool_errors_that_name_the_gate_step_and_change_nothing() {
+    let root = workspace();
+    std::fs::create_dir(root.path().join("private")).unwrap();
+    std::fs::write(root.path().join("private/secret.txt"), "secret").unwrap();
+    std::os::unix::fs::symlink("private/secret.txt", root.path().join("peek")).unwrap();
+    let policy_dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        policy_dir.path(),
+        "default = \"deny\"\n[tools.write_file]\npaths = [\"drafts/**\"]\n[tools.read_file]\npaths = [\"peek\", \"public/**\"]\n",
+    );
+    let policy = policy.to_str().unwrap().to_owned();
+    let before = common::hash_tree(root.path());
+    let mut server = Server::initialized(root.path(), &["--policy", &policy], json!({}));
+    let cases = [
+        (
+            "write_file",
+            json!({"path": "private/x.txt", "content": "x"}),
+            "policy",
+        ),
+        ("write_file", json!({"path": "drafts/x.txt"}), "schema"),
+        (
+            "write_file",
+            json!({"path": "../outside.txt", "content": "x"}),
+            "path",
+        ),
+        // The name is allowed, where it leads is not.
+        ("read_file", json!({"path": "peek"}), "policy"),
+        ("no_such_tool", json!({}), "tool"),
+    ];
+    for (tool, arguments, kind) in cases {
+        let result = server.call(tool, arguments.clone());
+        assert_eq!(result["isError"], true, "{tool} {arguments}: {result}");
+        let error = &result["structuredContent"]["error"];
+        assert_eq!(error["stage"], "gate", "{tool} {arguments}: {result}");
+        assert_eq!(error["kind"], kind, "{tool} {arguments}: {result}");
+        assert!(
+            !result["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("secret\""),
+            "{result}"
+        );
+    }
+    assert!(server.finish().success());
+    assert_eq!(common::hash_tree(root.path()), before);
+}
+
+#[test]
+fn bad_messages_get_json_rpc_errors_and_the_server_keeps_serving() {
+    let root = workspace();
+    let mut server = Server::initialized(root.path(), &[], json!({}));
+    // Not JSON at all.
+    server.send_raw("{\"jsonrpc\": \"2.0\", \"id\": 99, \"method\": \"tools/list\"");
+    // An unknown method.
+    let unknown = server.request("no/such/method", json!({}));
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    // Arguments that are not an object.
+    let not_object = server.request(
+        "tools/call",
+        json!({"name": "write_file", "arguments": ["notes.txt", "x"]}),
+    );
+    assert!(
+        not_object["error"]["code"].is_i64() || not_object["result"]["isError"] == true,
+        "{not_object}"
+    );
+    assert!(!root.path().join("notes.txt").exists());
+    // A message beyond the documented bound (4 MiB) is dropped, not buffered without end.
+    let huge = "x".repeat(turngate::mcp::MAX_MESSAGE_BYTES + 1024);
+    let id = server.send(
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"path": "big.txt", "content": huge}}),
+    );
+    // Still serving: a ping and a real call answer.
+    let ping = server.request("ping", json!({}));
+    assert!(ping["result"].is_object(), "{ping}");
+    let ok = server.call("write_file", json!({"path": "after.txt", "content": "ok"}));
+    assert_eq!(ok["isError"], false, "{ok}");
+    assert!(!root.path().join("big.txt").exists());
+    // Whatever the server said about the malformed and the oversized message, it was JSON-RPC (every
+    // line is checked as it is read) and never a result for the oversized call.
+    assert!(
+        !server.seen.iter().any(|line| {
+            serde_json::from_str::<Value>(line)
+                .is_ok_and(|m| m["id"] == json!(id) && m.get("result").is_some())
+        }),
+        "{:?}",
+        server.seen
+    );
+    assert!(server.finish().success());
+}
+
+#[test]
+fn calls_to_the_same_file_apply_in_arrival_order_without_lost_updates() {
+    let root = workspace();
+    let mut server = Server::initialized(root.path(), &["--max-concurrent", "4"], json!({}));
+    let ids: Vec<u64> = (0..12)
+        .map(|n| {
+            server.send(
+                "tools/call",
+                json!({"name": "write_file", "arguments": {"path": "same.txt", "content": format!("{n}")}}),
+            )
+        })
+        .collect();
+    for id in &ids {
+        let response = server.response(*id, |_, _| {});
+        assert_eq!(response["result"]["isError"], false, "{response}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("same.txt")).unwrap(),
+        "11"
+    );
+    let journal = Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .args(["journal", "--root"])
+        .arg(root.path())
+        .output()
+        .unwrap();
+    let call_ids: Vec<String> = String::from_utf8(journal.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["call_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let expected: Vec<String> = ids.iter().map(u64::to_string).collect();
+    assert_eq!(
+        call_ids, expected,
+        "each write applied once, in the order the calls came"
+    );
+    assert!(server.finish().success());
+}
+
+#[test]
+fn a_cancelled_call_stops_applies_nothing_and_frees_its_slot() {
+    let root = workspace();
+    let tools = hostile_tools();
+    let tools_arg = tools.path().to_str().unwrap().to_owned();
+    // One slot and a wall-time limit far beyond the test's patience: the next call can only run if
+    // the cancelled one really stopped.
+    let mut server = Server::initialized(
+        root.path(),
+        &[
+            "--tools",
+            &tools_arg,
+            "--max-concurrent",
+            "1",
+            "--timeout-ms",
+            "600000",
+        ],
+        json!({}),
+    );
+    let spinning = server.send(
+        "tools/call",
+        json!({"name": "hostile_rw", "arguments": {"attack": "write_all_then_spin", "arg": "a.txt,b.txt"}}),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    server.send_raw(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": spinning, "reason": "the user stopped it"}})
+        .to_string(),
+    );
+    let next = server.call("write_file", json!({"path": "after.txt", "content": "ok"}));
+    assert_eq!(next["isError"], false, "{next}");
+    assert!(!root.path().join("a.txt").exists());
+    assert!(!root.path().join("b.txt").exists());
+    assert!(no_staging_left(root.path()));
+    assert!(server.finish().success());
+}
+
+#[test]
+fn a_client_that_disconnects_mid_call_leaves_nothing_half_applied() {
+    let root = workspace();
+    let tools = hostile_tools();
+    let tools_arg = tools.path().to_str().unwrap().to_owned();
+    let mut server = Server::initialized(
+        root.path(),
+        &["--tools", &tools_arg, "--timeout-ms", "600000"],
+        json!({}),
+    );
+    server.send(
+        "tools/call",
+        json!({"name": "hostile_rw", "arguments": {"attack": "write_all_then_spin", "arg": "a.txt,b.txt"}}),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let status = server.finish();
+    assert!(status.success(), "{status:?}");
+    assert!(!root.path().join("a.txt").exists());
+    assert!(no_staging_left(root.path()));
+}
+
+/// Answers the server's `elicitation/create` with `answer`; returns the message it showed.
+fn answer_elicitation(server: &mut Server, message: &Value, answer: &Value, shown: &mut String) {
+    assert_eq!(message["method"], "elicitation/create", "{message}");
+    *shown = message["params"]["message"].as_str().unwrap().to_owned();
+    let reply = json!({"jsonrpc": "2.0", "id": message["id"], "result": answer});
+    server.send_raw(&reply.to_string());
+}
+
+#[test]
+fn approval_is_asked_through_elicitation_with_the_diff_and_applies_only_on_yes() {
+    let root = workspace();
+    std::fs::write(root.path().join("notes.txt"), "old line\n").unwrap();
+    let policy_dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        policy_dir.path(),
+        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+    );
+    let policy = policy.to_str().unwrap().to_owned();
+    let mut server = Server::initialized(
+        root.path(),
+        &["--policy", &policy],
+        json!({"elicitation": {"form": {}}}),
+    );
+    let ask = |server: &mut Server, content: &str, answer: Value| {
+        let id = server.send(
+            "tools/call",
+            json!({"name": "write_file", "arguments": {"path": "notes.txt", "content": content}}),
+        );
+        let mut shown = String::new();
+        let response = server.response(id, |server, message| {
+            answer_elicitation(server, &message, &answer, &mut shown)
+        });
+        (response["result"].clone(), shown)
+    };
+    // Declined: nothing applied.
+    let (declined, shown) = ask(&mut server, "declined\n", json!({"action": "decline"}));
+    assert!(
+        shown.contains("-old line") && shown.contains("+declined"),
+        "{shown}"
+    );
+    assert_eq!(declined["isError"], true, "{declined}");
+    assert_eq!(declined["structuredContent"]["error"]["stage"], "approval");
+    // Accepted, but the form says no: nothing applied.
+    let (unticked, _) = ask(
+        &mut server,
+        "unticked\n",
+        json!({"action": "accept", "content": {"apply": false}}),
+    );
+    assert_eq!(unticked["isError"], true, "{unticked}");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
+        "old line\n"
+    );
+    // Accepted: applied.
+    let (accepted, _) = ask(
+        &mut server,
+        "new line\n",
+        json!({"action": "accept", "content": {"apply": true}}),
+    );
+    assert_eq!(accepted["isError"], false, "{accepted}");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
+        "new line\n"
+    );
+    assert!(server.finish().success());
+}
+
+#[test]
+fn a_client_that_cannot_be_asked_is_denied_with_the_reason() {
+    let root = workspace();
+    let policy_dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        policy_dir.path(),
+        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+    );
+    let policy = policy.to_str().unwrap().to_owned();
+    let mut server = Server::initialized(root.path(), &["--policy", &policy], json!({}));
+    let result = server.call("write_file", json!({"path": "notes.txt", "content": "x"}));
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(result["structuredContent"]["error"]["stage"], "approval");
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be asked"),
+        "{result}"
+    );
+    assert!(!root.path().join("notes.txt").exists());
+    assert!(server.finish().success());
+}
+
+#[test]
+fn locked_refuses_a_tools_directory_whose_components_are_not_pinned() {
+    let root = workspace();
+    let tools = hostile_tools();
+    let out = Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .arg("mcp")
+        .arg("--root")
+        .arg(root.path())
+        .arg("--cache-dir")
+        .arg(common::test_cache_dir())
+        .arg("--tools")
+        .arg(tools.path())
+        .arg("--locked")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("turngate.lock"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+/// A `turngate mcp --listen` process and the URL it printed.
+struct HttpServer {
+    child: Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start(root: &Path, extra: &[&str]) -> HttpServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_turngate"))
+            .arg("mcp")
+            .arg("--root")
+            .arg(root)
+            .arg("--cache-dir")
+            .arg(common::test_cache_dir())
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start turngate mcp --listen");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut first = String::new();
+        stderr.read_line(&mut first).unwrap();
+        let url = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("first stderr line names the URL: {first:?}"))
+            .to_owned();
+        // Keep draining stderr so the server never blocks on it.
+        std::thread::spawn(move || for _ in stderr.lines() {});
+        HttpServer { child, url }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn initialize_body() -> String {
+    json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "turngate-tests", "version": "0"}
+        }
+    })
+    .to_string()
+}
+
+/// POSTs one JSON-RPC message; returns the status, the session header and the JSON-RPC messages in
+/// the body (plain JSON or server-sent events).
+fn post(url: &str, body: String, headers: &[(&str, &str)]) -> (u16, Option<String>, Vec<Value>) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut request = reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.expect("HTTP request");
+        let status = response.status().as_u16();
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let text = response.text().await.unwrap();
+        let messages = if text.trim_start().starts_with('{') {
+            vec![serde_json::from_str(&text).unwrap()]
+        } else {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter(|data| !data.trim().is_empty())
+                .filter_map(|data| serde_json::from_str(data.trim()).ok())
+                .collect()
+        };
+        (status, session, messages)
+    })
+}
+
+#[test]
+fn http_serves_calls_through_the_same_gate() {
+    let root = workspace();
+    let server = HttpServer::start(root.path(), &[]);
+    let (status, session, messages) = post(&server.url, initialize_body(), &[]);
+    assert_eq!(status, 200, "{messages:?}");
+    assert_eq!(messages[0]["result"]["serverInfo"]["name"], "turngate");
+    let session = session.expect("a session for a 2025-11-25 client");
+    let headers = [
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let (status, _, _) = post(&server.url, initialized, &headers);
+    assert!((200..300).contains(&status), "{status}");
+    let call = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": "web.txt", "content": "over http"}}
+    });
+    let (status, _, messages) = post(&server.url, call.to_string(), &headers);
+    assert_eq!(status, 200);
+    let result = &messages.last().expect("a response")["result"];
+    assert_eq!(result["structuredContent"]["status"], "ok", "{messages:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("web.txt")).unwrap(),
+        "over http"
+    );
+    let refused = json!({
+        "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": "../escape.txt", "content": "x"}}
+    });
+    let (_, _, messages) = post(&server.url, refused.to_string(), &headers);
+    let result = &messages.last().expect("a response")["result"];
+    assert_eq!(result["isError"], true, "{messages:?}");
+    assert_eq!(result["structuredContent"]["error"]["kind"], "path");
+}
+
+#[test]
+fn http_refuses_foreign_hosts_and_origins_other_paths_and_missing_tokens() {
+    let root = workspace();
+    let server = HttpServer::start(root.path(), &["--allow-origin", "http://localhost:3000"]);
+    // DNS rebinding: a page on evil.example resolving to 127.0.0.1.
+    let (status, _, _) = post(&server.url, initialize_body(), &[("host", "evil.example")]);
+    assert!((400..500).contains(&status), "foreign Host: {status}");
+    let (status, _, _) = post(
+        &server.url,
+        initialize_body(),
+        &[("origin", "http://evil.example")],
+    );
+    assert!((400..500).contains(&status), "foreign Origin: {status}");
+    let (status, _, _) = post(
+        &server.url,
+        initialize_body(),
+        &[("origin", "http://localhost:3000")],
+    );
+    assert_eq!(status, 200, "allowed Origin");
+    let other = server.url.replace("/mcp", "/other");
+    let (status, _, _) = post(&other, initialize_body(), &[]);
+    assert_eq!(status, 404);
+
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    std::fs::write(&token_file, "s3cret-token\n").unwrap();
+    let token_arg = token_file.to_str().unwrap().to_owned();
+    let guarded = HttpServer::start(root.path(), &["--token-file", &token_arg]);
+    let (status, _, _) = post(&guarded.url, initialize_body(), &[]);
+    assert_eq!(status, 401, "no token");
+    let (status, _, _) = post(
+        &guarded.url,
+        initialize_body(),
+        &[("authorization", "Bearer wrong")],
+    );
+    assert_eq!(status, 401, "wrong token");
+    let (status, _, messages) = post(
+        &guarded.url,
+        initialize_body(),
+        &[("authorization", "Bearer s3cret-token")],
+    );
+    assert_eq!(status, 200, "{messages:?}");
+}
+
+#[test]
+fn listening_beyond_loopback_needs_a_token() {
+    let root = workspace();
+    let out = Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .arg("mcp")
+        .arg("--root")
+        .arg(root.path())
+        .args(["--listen", "0.0.0.0:0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--token-file"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
