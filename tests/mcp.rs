@@ -773,3 +773,83 @@ fn listening_beyond_loopback_needs_a_token() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The per-request `_meta` of a 2026-07-28 client (no `initialize`), declaring form elicitation.
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "turngate-tests", "version": "0"}
+    })
+}
+
+#[test]
+fn a_2026_client_approves_through_an_input_required_round_trip_and_only_what_it_saw_applies() {
+    let root = workspace();
+    std::fs::write(root.path().join("notes.txt"), "old\n").unwrap();
+    let policy_dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        policy_dir.path(),
+        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+    );
+    let policy = policy.to_str().unwrap().to_owned();
+    let mut server = Server::start(root.path(), &["--policy", &policy]);
+    let notes = || std::fs::read_to_string(root.path().join("notes.txt")).unwrap();
+    let write = |server: &mut Server, content: &str, retry: Option<(&str, Value)>| {
+        let mut params = json!({
+            "_meta": modern_meta(),
+            "name": "write_file",
+            "arguments": {"path": "notes.txt", "content": content}
+        });
+        if let Some((state, answer)) = retry {
+            params["requestState"] = json!(state);
+            params["inputResponses"] = json!({"approval": answer});
+        }
+        server.request("tools/call", params)["result"].clone()
+    };
+    let ask = |server: &mut Server, content: &str| {
+        let asked = write(server, content, None);
+        assert_eq!(asked["resultType"], "input_required", "{asked}");
+        let question = &asked["inputRequests"]["approval"];
+        assert_eq!(question["method"], "elicitation/create", "{asked}");
+        let message = question["params"]["message"].as_str().unwrap().to_owned();
+        (asked["requestState"].as_str().unwrap().to_owned(), message)
+    };
+    let yes = json!({"action": "accept", "content": {"apply": true}});
+
+    // Asked with the diff; nothing applied until the retry says yes.
+    let (state, message) = ask(&mut server, "new\n");
+    assert!(message.contains("-old") && message.contains("+new"), "{message}");
+    assert_eq!(notes(), "old\n");
+    let applied = write(&mut server, "new\n", Some((&state, yes.clone())));
+    assert_eq!(applied["isError"], false, "{applied}");
+    assert_eq!(notes(), "new\n");
+    // The same request state answers once.
+    let replayed = write(&mut server, "new\n", Some((&state, yes.clone())));
+    assert_eq!(replayed["isError"], true, "{replayed}");
+
+    // Declined: nothing applied.
+    let (state, _) = ask(&mut server, "declined\n");
+    let declined = write(&mut server, "declined\n", Some((&state, json!({"action": "decline"}))));
+    assert_eq!(declined["structuredContent"]["error"]["stage"], "approval", "{declined}");
+    assert_eq!(notes(), "new\n");
+
+    // The file changed between the question and the answer: what the user saw is no longer what
+    // would apply, so nothing applies.
+    let (state, _) = ask(&mut server, "third\n");
+    std::fs::write(root.path().join("notes.txt"), "edited meanwhile\n").unwrap();
+    let stale = write(&mut server, "third\n", Some((&state, yes.clone())));
+    assert_eq!(stale["isError"], true, "{stale}");
+    assert!(
+        stale["content"][0]["text"].as_str().unwrap().contains("differ"),
+        "{stale}"
+    );
+    assert_eq!(notes(), "edited meanwhile\n");
+
+    // A retry whose arguments differ from the question's is refused.
+    let (state, _) = ask(&mut server, "fourth\n");
+    let swapped = write(&mut server, "something else\n", Some((&state, yes)));
+    assert_eq!(swapped["isError"], true, "{swapped}");
+    assert_eq!(notes(), "edited meanwhile\n");
+    assert!(server.finish().success());
+}
