@@ -380,6 +380,27 @@ fn every_subcommand_keeps_the_documented_exit_codes() {
             args(&["call", "--root", &root_arg, "--locked", "noop", "{}"]),
             1,
         ),
+        // mcp (its sessions are tested in tests/mcp.rs)
+        ("mcp: unknown flag", args(&["mcp", "--no-such-flag"]), 1),
+        ("mcp: missing required argument", args(&["mcp"]), 1),
+        (
+            "mcp: missing root",
+            args(&["mcp", "--root", "/nonexistent/turngate"]),
+            1,
+        ),
+        (
+            "mcp: --token-file without --listen",
+            args(&["mcp", "--root", &root_arg, "--token-file", "t"]),
+            1,
+        ),
+        (
+            "mcp: locked, pinned, client gone at once",
+            args(&[
+                "mcp", "--root", &root_arg, "--tools", &tools_arg, "--locked",
+            ]),
+            0,
+        ),
+        ("mcp: help", args(&["mcp", "--help"]), 0),
         // journal and undo
         (
             "call: a write to undo",

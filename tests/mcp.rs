@@ -730,6 +730,16 @@ fn http_refuses_foreign_hosts_and_origins_other_paths_and_missing_tokens() {
         &[("origin", "http://localhost:3000")],
     );
     assert_eq!(status, 200, "allowed Origin");
+    // The server's own origin passes; the same host on another port does not.
+    let own = server.url.trim_end_matches("/mcp").to_owned();
+    let (status, _, _) = post(&server.url, initialize_body(), &[("origin", own.as_str())]);
+    assert_eq!(status, 200, "own Origin {own}");
+    let (status, _, _) = post(
+        &server.url,
+        initialize_body(),
+        &[("origin", "http://127.0.0.1:1")],
+    );
+    assert!((400..500).contains(&status), "another local port: {status}");
     let other = server.url.replace("/mcp", "/other");
     let (status, _, _) = post(&other, initialize_body(), &[]);
     assert_eq!(status, 404);
@@ -819,7 +829,10 @@ fn a_2026_client_approves_through_an_input_required_round_trip_and_only_what_it_
 
     // Asked with the diff; nothing applied until the retry says yes.
     let (state, message) = ask(&mut server, "new\n");
-    assert!(message.contains("-old") && message.contains("+new"), "{message}");
+    assert!(
+        message.contains("-old") && message.contains("+new"),
+        "{message}"
+    );
     assert_eq!(notes(), "old\n");
     let applied = write(&mut server, "new\n", Some((&state, yes.clone())));
     assert_eq!(applied["isError"], false, "{applied}");
@@ -830,8 +843,15 @@ fn a_2026_client_approves_through_an_input_required_round_trip_and_only_what_it_
 
     // Declined: nothing applied.
     let (state, _) = ask(&mut server, "declined\n");
-    let declined = write(&mut server, "declined\n", Some((&state, json!({"action": "decline"}))));
-    assert_eq!(declined["structuredContent"]["error"]["stage"], "approval", "{declined}");
+    let declined = write(
+        &mut server,
+        "declined\n",
+        Some((&state, json!({"action": "decline"}))),
+    );
+    assert_eq!(
+        declined["structuredContent"]["error"]["stage"], "approval",
+        "{declined}"
+    );
     assert_eq!(notes(), "new\n");
 
     // The file changed between the question and the answer: what the user saw is no longer what
@@ -841,7 +861,10 @@ fn a_2026_client_approves_through_an_input_required_round_trip_and_only_what_it_
     let stale = write(&mut server, "third\n", Some((&state, yes.clone())));
     assert_eq!(stale["isError"], true, "{stale}");
     assert!(
-        stale["content"][0]["text"].as_str().unwrap().contains("differ"),
+        stale["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("differ"),
         "{stale}"
     );
     assert_eq!(notes(), "edited meanwhile\n");

@@ -95,8 +95,13 @@ impl Consent {
                 .and_then(|responses| responses.get(APPROVAL_INPUT))
                 .and_then(|answer| serde_json::from_value::<ElicitResult>(answer.clone()).ok());
             if !answer.as_ref().is_some_and(accepted) {
+                let what = if asked.about_changes {
+                    "its changes were not applied"
+                } else {
+                    "not run"
+                };
                 return Err(format!(
-                    "the user did not give approval for this `{tool}` call: nothing was applied"
+                    "the user did not give approval for this `{tool}` call: {what}"
                 ));
             }
             return Ok(Consent::Answered(Answered {
@@ -146,8 +151,14 @@ impl Consent {
                     .into_inner()
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
                 if let Some(question) = captured {
-                    let state = pending.insert(tool, raw_input, question.diff_sha256);
-                    return Finished::InputRequired(input_required(question.message, state));
+                    let state = pending.insert(
+                        tool,
+                        raw_input,
+                        question.about_changes,
+                        question.diff_sha256,
+                    );
+                    let form = elicitation(question.message, question.about_changes);
+                    return Finished::InputRequired(input_required(form, state));
                 }
             }
             Consent::Answered(answered) if denied && answered.differed.load(Ordering::SeqCst) => {
@@ -177,7 +188,7 @@ pub(super) struct Eliciting {
 impl Approver for Eliciting {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
         Box::pin(async move {
-            let question = elicitation(question_text(request));
+            let question = elicitation(question_text(request), request.changes.is_some());
             tokio::select! {
                 answer = self.peer.create_elicitation(question) => {
                     answer.is_ok_and(|answer| accepted(&answer))
@@ -196,6 +207,7 @@ pub(super) struct Capturing {
 
 struct Question {
     message: String,
+    about_changes: bool,
     diff_sha256: String,
 }
 
@@ -203,6 +215,7 @@ impl Approver for Capturing {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
         let question = Question {
             message: question_text(request),
+            about_changes: request.changes.is_some(),
             diff_sha256: sha256_text(request.diff),
         };
         *self
@@ -236,13 +249,14 @@ pub(super) struct PendingApprovals {
 struct Asked {
     tool: String,
     input: String,
+    about_changes: bool,
     diff_sha256: String,
     at: Instant,
 }
 
 impl PendingApprovals {
     /// Keeps a question; returns its request state.
-    fn insert(&self, tool: &str, input: &str, diff_sha256: String) -> String {
+    fn insert(&self, tool: &str, input: &str, about_changes: bool, diff_sha256: String) -> String {
         let mut waiting = self.lock();
         waiting.retain(|_, asked| asked.at.elapsed() < PENDING_APPROVAL_TTL);
         if waiting.len() >= MAX_PENDING_APPROVALS
@@ -259,6 +273,7 @@ impl PendingApprovals {
             Asked {
                 tool: tool.to_owned(),
                 input: input.to_owned(),
+                about_changes,
                 diff_sha256,
                 at: Instant::now(),
             },
@@ -325,14 +340,20 @@ fn question_text(request: &ApprovalRequest<'_>) -> String {
     }
 }
 
-fn elicitation(message: String) -> ElicitRequestParams {
+/// The form: one boolean, `apply`, ticked by default.
+fn elicitation(message: String, about_changes: bool) -> ElicitRequestParams {
+    let (title, description) = if about_changes {
+        ("Apply", "Apply the changes shown")
+    } else {
+        ("Run", "Let the call run and read what it names")
+    };
     let schema: ElicitationSchema = serde_json::from_value(json!({
         "type": "object",
         "properties": {
             "apply": {
                 "type": "boolean",
-                "title": "Apply",
-                "description": "Apply this call's changes (or let it run)",
+                "title": title,
+                "description": description,
                 "default": true
             }
         }
@@ -345,11 +366,11 @@ fn elicitation(message: String) -> ElicitRequestParams {
     }
 }
 
-fn input_required(message: String, state: String) -> InputRequiredResult {
+fn input_required(form: ElicitRequestParams, state: String) -> InputRequiredResult {
     let mut requests = InputRequests::new();
     requests.insert(
         APPROVAL_INPUT.to_owned(),
-        InputRequest::Elicitation(ElicitRequest::new(elicitation(message))),
+        InputRequest::Elicitation(ElicitRequest::new(form)),
     );
     InputRequiredResult::new(Some(requests), Some(state))
 }

@@ -2,8 +2,8 @@
 //!
 //! rmcp's `StreamableHttpService` speaks the transport (sessions for clients before 2026-07-28,
 //! stateless requests after) and validates `Host` (DNS rebinding: only the allowed hosts, loopback
-//! names by default) and `Origin` (any `Origin` header not explicitly allowed is refused; requests
-//! without one, from non-browser clients, pass). In front of it, this module answers other paths with
+//! names by default) and `Origin` (refused unless it is the server's own, a loopback name on its
+//! port, or explicitly allowed; requests without one, from non-browser clients, pass). In front of it, this module answers other paths with
 //! 404 and, when a bearer token is set, every request without `Authorization: Bearer <token>` with
 //! 401. Request bodies are bounded by [`MAX_MESSAGE_BYTES`](super::MAX_MESSAGE_BYTES).
 
@@ -33,8 +33,8 @@ pub struct HttpOptions {
     pub bearer_token: Option<String>,
     /// `Host` values accepted besides the loopback names (`localhost`, `127.0.0.1`, `::1`).
     pub extra_hosts: Vec<String>,
-    /// `Origin` values accepted (scheme, host and port, as `http://localhost:3000`); any other
-    /// `Origin` header is refused.
+    /// `Origin` values accepted besides the server's own (scheme, host and port, as
+    /// `http://localhost:3000`); any other `Origin` header is refused.
     pub allowed_origins: Vec<String>,
 }
 
@@ -46,9 +46,17 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".into(), "::1".into()];
     hosts.extend(options.extra_hosts.iter().cloned());
+    // A page served by this very server (a loopback name on its own port) is its own origin; a
+    // rebinding page's Origin names the attacker's host, and other local ports stay refused.
+    let port = listener.local_addr()?.port();
+    let mut origins: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
+        .iter()
+        .map(|host| format!("http://{host}:{port}"))
+        .collect();
+    origins.extend(options.allowed_origins.iter().cloned());
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
-        .with_allowed_origins(options.allowed_origins.iter().cloned())
+        .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(MAX_MESSAGE_BYTES);
     let mcp = StreamableHttpService::new(

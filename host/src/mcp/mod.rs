@@ -115,17 +115,19 @@ impl McpServer {
         &self.shared.journal_turn
     }
 
-    /// Serves one client over standard input and output until it disconnects. Only protocol messages
-    /// are written to stdout.
+    /// Serves one client over standard input and output until it disconnects (before its first
+    /// message too: that is not an error). Only protocol messages are written to stdout.
     pub async fn serve_stdio(self) -> Result<(), McpError> {
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
         let transport = AsyncRwTransport::<RoleServer, _, _>::new(stdin, stdout)
             .with_max_line_length(MAX_MESSAGE_BYTES);
         let shared = self.shared.clone();
-        let running = self
-            .serve(transport)
-            .await
-            .map_err(|e| McpError::Session(e.to_string()))?;
+        let running = match self.serve(transport).await {
+            Ok(running) => running,
+            // A client that goes away before its first message asked for nothing.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+            Err(e) => return Err(McpError::Session(e.to_string())),
+        };
         let waited = running.waiting().await;
         // The client is gone and rmcp has cancelled its open requests: let their calls unwind (stop
         // their guests, drop their staging) before the process ends.
