@@ -10,6 +10,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
+use common::mcp_http::HttpServer;
 use serde_json::{Value, json};
 
 /// Long enough for any answer on a loaded 2-core machine; only a hang reaches it.
@@ -178,6 +179,17 @@ fn hostile_tools() -> tempfile::TempDir {
     )
     .unwrap();
     dir
+}
+
+/// Sends a `hostile_rw` call that writes `a.txt` and `b.txt` in its view, then spins until stopped, and
+/// gives it half a second to get going; returns the request's ID.
+fn start_spinning_call(server: &mut Server) -> u64 {
+    let id = server.send(
+        "tools/call",
+        json!({"name": "hostile_rw", "arguments": {"attack": "write_all_then_spin", "arg": "a.txt,b.txt"}}),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    id
 }
 
 fn no_staging_left(root: &Path) -> bool {
@@ -432,11 +444,7 @@ fn a_cancelled_call_stops_applies_nothing_and_frees_its_slot() {
         ],
         json!({}),
     );
-    let spinning = server.send(
-        "tools/call",
-        json!({"name": "hostile_rw", "arguments": {"attack": "write_all_then_spin", "arg": "a.txt,b.txt"}}),
-    );
-    std::thread::sleep(Duration::from_millis(500));
+    let spinning = start_spinning_call(&mut server);
     server.send_raw(
         &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                 "params": {"requestId": spinning, "reason": "the user stopped it"}})
@@ -460,11 +468,7 @@ fn a_client_that_disconnects_mid_call_leaves_nothing_half_applied() {
         &["--tools", &tools_arg, "--timeout-ms", "600000"],
         json!({}),
     );
-    server.send(
-        "tools/call",
-        json!({"name": "hostile_rw", "arguments": {"attack": "write_all_then_spin", "arg": "a.txt,b.txt"}}),
-    );
-    std::thread::sleep(Duration::from_millis(500));
+    start_spinning_call(&mut server);
     let status = server.finish();
     assert!(status.success(), "{status:?}");
     assert!(!root.path().join("a.txt").exists());
@@ -584,48 +588,6 @@ fn locked_refuses_a_tools_directory_whose_components_are_not_pinned() {
     assert!(out.stdout.is_empty());
 }
 
-/// A `turngate mcp --listen` process and the URL it printed.
-struct HttpServer {
-    child: Child,
-    url: String,
-}
-
-impl HttpServer {
-    fn start(root: &Path, extra: &[&str]) -> HttpServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_turngate"))
-            .arg("mcp")
-            .arg("--root")
-            .arg(root)
-            .arg("--cache-dir")
-            .arg(common::test_cache_dir())
-            .args(["--listen", "127.0.0.1:0"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start turngate mcp --listen");
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut first = String::new();
-        stderr.read_line(&mut first).unwrap();
-        let url = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("first stderr line names the URL: {first:?}"))
-            .to_owned();
-        // Keep draining stderr so the server never blocks on it.
-        std::thread::spawn(move || for _ in stderr.lines() {});
-        HttpServer { child, url }
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn initialize_body() -> String {
     json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -740,6 +702,10 @@ fn http_refuses_foreign_hosts_and_origins_other_paths_and_missing_tokens() {
         &[("origin", "http://127.0.0.1:1")],
     );
     assert!((400..500).contains(&status), "another local port: {status}");
+    // A body beyond the documented bound is refused before it is read whole.
+    let huge = "x".repeat(turngate::mcp::MAX_MESSAGE_BYTES + 1024);
+    let (status, _, _) = post(&server.url, huge, &[]);
+    assert_eq!(status, 413, "oversized body");
     let other = server.url.replace("/mcp", "/other");
     let (status, _, _) = post(&other, initialize_body(), &[]);
     assert_eq!(status, 404);

@@ -10,13 +10,13 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::channel;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::mcp_http::HttpServer;
 use serde_json::Value;
 
 /// Long enough for anything here on a loaded 2-core machine; only a hang reaches it.
@@ -458,68 +458,6 @@ fn python_sdk_approves_by_elicitation_on_2025_11_25() {
     approval_by_elicitation("legacy", "2025-11-25");
 }
 
-/// A `turngate mcp --listen` process, killed on drop; its stderr collected.
-struct HttpServer {
-    child: Child,
-    url: String,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl HttpServer {
-    fn start(root: &Path) -> HttpServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_turngate"))
-            .arg("mcp")
-            .arg("--root")
-            .arg(root)
-            .arg("--cache-dir")
-            .arg(common::test_cache_dir())
-            .args(["--listen", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start turngate mcp --listen");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (first, first_line) = channel();
-        let pipe = child.stderr.take().unwrap();
-        let collected = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut first = Some(first);
-            for line in BufReader::new(pipe).lines() {
-                let Ok(line) = line else { break };
-                if let Some(first) = first.take() {
-                    first.send(line.clone()).ok();
-                }
-                let mut text = collected.lock().unwrap();
-                text.push_str(&line);
-                text.push('\n');
-            }
-        });
-        let line = first_line.recv_timeout(PATIENCE).unwrap_or_else(|_| {
-            panic!(
-                "turngate mcp --listen printed nothing ({:?})",
-                child.try_wait()
-            )
-        });
-        let url = line
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("the first stderr line is `listening on URL`: {line:?}"))
-            .to_owned();
-        assert!(
-            url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
-            "{line}"
-        );
-        HttpServer { child, url, stderr }
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-    }
-}
-
 /// The scenarios `conformance-baseline.yml` expects to fail, each with its reason.
 fn baseline() -> BTreeMap<String, String> {
     let path = sources().join("conformance-baseline.yml");
@@ -554,7 +492,7 @@ fn conformance_suite_over_streamable_http() {
     let expected = baseline();
     let node = clients().join("node");
     let root = tempfile::tempdir().unwrap();
-    let server = HttpServer::start(root.path());
+    let server = HttpServer::start(root.path(), &[]);
     let results = tempfile::tempdir().unwrap();
 
     let started = Instant::now();

@@ -20,7 +20,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{median, percentile};
+use support::row;
 use turngate::providers::TurnDecoder;
 use turngate::{CacheSetting, Policy, Provider, Root, Toolbox, TurnOptions, process_turn};
 
@@ -31,16 +31,6 @@ const EDIT_LARGE_SAMPLES: usize = 40;
 const SEARCH_FILES: usize = 1000;
 const SEARCH_SAMPLES: usize = 30;
 const VIEW_SAMPLES: usize = 2000;
-
-fn row(name: &str, ours: &[Duration], baseline_name: &str, baseline: &[Duration]) {
-    let (m, b) = (median(ours.to_vec()), median(baseline.to_vec()));
-    println!(
-        "| {name} | {m:.2?} | {:.2?} | {baseline_name} | {b:.2?} | {:.2?} | {:.2}× |",
-        percentile(ours.to_vec(), 90),
-        percentile(baseline.to_vec(), 90),
-        m.as_secs_f64() / b.as_secs_f64()
-    );
-}
 
 fn samples(count: usize, mut f: impl FnMut()) -> Vec<Duration> {
     for _ in 0..count.clamp(1, 20) {

@@ -19,22 +19,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{median, percentile};
+use support::{median, percentile, row};
 use turngate::{CacheSetting, Policy, Root, Toolbox};
 
 const COLD_SAMPLES: usize = 40;
 const WARM_SAMPLES: usize = 2000;
 const CLI_SAMPLES: usize = 60;
-
-fn row(name: &str, ours: &[Duration], baseline_name: &str, baseline: &[Duration]) {
-    let (m, b) = (median(ours.to_vec()), median(baseline.to_vec()));
-    println!(
-        "| {name} | {m:.2?} | {:.2?} | {baseline_name} | {b:.2?} | {:.2?} | {:.2}× |",
-        percentile(ours.to_vec(), 90),
-        percentile(baseline.to_vec(), 90),
-        m.as_secs_f64() / b.as_secs_f64()
-    );
-}
 
 fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_turngate"))
@@ -67,8 +57,8 @@ fn read_call(id: u64) -> String {
     format!("{call}\n")
 }
 
-/// Reads lines until the response to `id`; checks it is a successful call.
-fn await_response(lines: &mut impl BufRead, id: u64) {
+/// Reads lines until the response to `id`, and returns it.
+fn await_response(lines: &mut impl BufRead, id: u64) -> Value {
     let mut line = String::new();
     loop {
         line.clear();
@@ -78,10 +68,15 @@ fn await_response(lines: &mut impl BufRead, id: u64) {
         );
         let message: Value = serde_json::from_str(&line).unwrap();
         if message["id"] == json!(id) {
-            assert_eq!(message["result"]["isError"], false, "{message}");
-            return;
+            return message;
         }
     }
+}
+
+/// Reads lines until the response to the call `id`; checks the call succeeded.
+fn await_call(lines: &mut impl BufRead, id: u64) {
+    let message = await_response(lines, id);
+    assert_eq!(message["result"]["isError"], false, "{message}");
 }
 
 /// Peak resident set of a live process, in KiB (`VmHWM`).
@@ -123,7 +118,7 @@ fn cold_rows(root: &Path, cache: &Path) -> (Vec<Duration>, u64) {
             .write_all((handshake() + &read_call(1)).as_bytes())
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap());
-        await_response(&mut lines, 1);
+        await_call(&mut lines, 1);
         times.push(start.elapsed());
         rss.push(peak_rss_kib(child.id()));
         drop(stdin);
@@ -139,13 +134,13 @@ fn warm_rows(root_dir: &Path, cache: &Path) -> (Vec<Duration>, Vec<Duration>) {
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap());
     stdin.write_all(handshake().as_bytes()).unwrap();
-    await_response_any(&mut lines, 0);
+    await_response(&mut lines, 0);
     let mut over_mcp = Vec::new();
     for id in 1..=(WARM_SAMPLES as u64 + 50) {
         let start = Instant::now();
         stdin.write_all(read_call(id).as_bytes()).unwrap();
         stdin.flush().unwrap();
-        await_response(&mut lines, id);
+        await_call(&mut lines, id);
         over_mcp.push(start.elapsed());
     }
     over_mcp.drain(..50);
@@ -176,18 +171,6 @@ fn warm_rows(root_dir: &Path, cache: &Path) -> (Vec<Duration>, Vec<Duration>) {
         assert!(outcome.result.is_ok());
     }
     (over_mcp, bare)
-}
-
-fn await_response_any(lines: &mut impl BufRead, id: u64) {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(lines.read_line(&mut line).unwrap() > 0);
-        let message: Value = serde_json::from_str(&line).unwrap();
-        if message["id"] == json!(id) {
-            return;
-        }
-    }
 }
 
 #[allow(clippy::disallowed_methods)] // the baseline is plain processes on purpose

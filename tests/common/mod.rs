@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses its own subset of these helpers
 
+pub mod mcp_http;
 pub mod streams;
 
 use std::collections::BTreeMap;

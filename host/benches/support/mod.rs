@@ -32,3 +32,15 @@ pub fn measure(samples: usize, mut f: impl FnMut()) -> Duration {
             .collect(),
     )
 }
+
+/// Prints one Markdown table row: `name`, its median and p90, the baseline's name, median and p90, and
+/// the ratio of the medians.
+pub fn row(name: &str, ours: &[Duration], baseline_name: &str, baseline: &[Duration]) {
+    let (m, b) = (median(ours.to_vec()), median(baseline.to_vec()));
+    println!(
+        "| {name} | {m:.2?} | {:.2?} | {baseline_name} | {b:.2?} | {:.2?} | {:.2}× |",
+        percentile(ours.to_vec(), 90),
+        percentile(baseline.to_vec(), 90),
+        m.as_secs_f64() / b.as_secs_f64()
+    );
+}

@@ -374,3 +374,25 @@ fn input_required(form: ElicitRequestParams, state: String) -> InputRequiredResu
     );
     InputRequiredResult::new(Some(requests), Some(state))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_question_answers_once_and_the_oldest_goes_past_the_bound() {
+        let pending = PendingApprovals::default();
+        let first = pending.insert("write_file", "{}", true, "d0".into());
+        let states: Vec<String> = (1..MAX_PENDING_APPROVALS)
+            .map(|n| pending.insert("write_file", "{}", true, format!("d{n}")))
+            .collect();
+        // Full: the next question pushes out the oldest.
+        let last = pending.insert("write_file", "{}", true, "last".into());
+        assert!(pending.take(&first).is_none());
+        assert_eq!(pending.lock().len(), MAX_PENDING_APPROVALS);
+        let asked = pending.take(&states[0]).expect("kept");
+        assert_eq!(asked.diff_sha256, "d1");
+        assert!(pending.take(&states[0]).is_none(), "a state answers once");
+        assert_eq!(pending.take(&last).unwrap().diff_sha256, "last");
+    }
+}

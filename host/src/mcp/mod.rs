@@ -110,11 +110,6 @@ impl McpServer {
         }
     }
 
-    /// The journal turn every call of this server is recorded under.
-    pub fn journal_turn(&self) -> &str {
-        &self.shared.journal_turn
-    }
-
     /// Serves one client over standard input and output until it disconnects (before its first
     /// message too: that is not an error). Only protocol messages are written to stdout.
     pub async fn serve_stdio(self) -> Result<(), McpError> {
@@ -139,24 +134,15 @@ impl McpServer {
     /// Runs one `tools/call`: the same gate, view, staging, review, apply and audit as `turngate run`.
     async fn call(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> CallToolResponse {
         let shared = &*self.shared;
         let _in_flight = shared.in_flight.enter();
         let name = request.name.to_string();
-        let raw_input = Value::Object(request.arguments.clone().unwrap_or_default()).to_string();
+        let raw_input = Value::Object(request.arguments.take().unwrap_or_default()).to_string();
         let call_id = context.id.to_string();
         let cancel = Cancel::new();
-        // A cancelled request, or a client that went away, cancels the call.
-        let bridge = tokio::spawn({
-            let requested = context.ct.clone();
-            let cancel = cancel.clone();
-            async move {
-                requested.cancelled().await;
-                cancel.cancel();
-            }
-        });
         let consent = consent::Consent::for_request(
             &shared.approvals,
             &context,
@@ -168,12 +154,20 @@ impl McpServer {
         let consent = match consent {
             Ok(consent) => consent,
             Err(denied) => {
-                bridge.abort();
                 let outcome = CallOutcome::refused(&name, CallError::Approval(denied));
                 self.audit(&call_id, &raw_input, &outcome, Vec::new());
                 return CallToolResponse::Complete(answer::call_result(&outcome));
             }
         };
+        // A cancelled request, or a client that went away, cancels the call.
+        let bridge = tokio::spawn({
+            let requested = context.ct.clone();
+            let cancel = cancel.clone();
+            async move {
+                requested.cancelled().await;
+                cancel.cancel();
+            }
+        });
         let mut call = CallContext::new(&shared.root, &shared.policy, &shared.effects);
         call.approver = consent.approver();
         call.cancel = Some(&cancel);

@@ -1,0 +1,82 @@
+//! A `turngate mcp --listen 127.0.0.1:0` process, shared by the MCP tests: started with the tests'
+//! precompiled cache, its URL read from the first stderr line, the rest of its stderr collected for
+//! failure messages, killed on drop.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long the server may take to print its URL (a loaded 2-core machine; only a hang reaches it).
+const STARTUP_PATIENCE: Duration = Duration::from_secs(180);
+
+/// A running `turngate mcp --listen` server.
+pub struct HttpServer {
+    child: Child,
+    /// `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+    /// Everything it wrote to stderr so far.
+    pub stderr: Arc<Mutex<String>>,
+}
+
+impl HttpServer {
+    /// Starts `turngate mcp --root ROOT --listen 127.0.0.1:0 EXTRA...`.
+    pub fn start(root: &Path, extra: &[&str]) -> HttpServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_turngate"))
+            .arg("mcp")
+            .arg("--root")
+            .arg(root)
+            .arg("--cache-dir")
+            .arg(super::test_cache_dir())
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start turngate mcp --listen");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (first, first_line) = channel();
+        let pipe = child.stderr.take().unwrap();
+        let collected = Arc::clone(&stderr);
+        // Keeps draining stderr, so the server never blocks on it.
+        std::thread::spawn(move || {
+            let mut first = Some(first);
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if let Some(first) = first.take() {
+                    first.send(line.clone()).ok();
+                }
+                let mut text = collected.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
+        let line = first_line
+            .recv_timeout(STARTUP_PATIENCE)
+            .unwrap_or_else(|_| {
+                panic!(
+                    "turngate mcp --listen printed nothing ({:?})",
+                    child.try_wait()
+                )
+            });
+        let url = line
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("the first stderr line is `listening on URL`: {line:?}"))
+            .to_owned();
+        assert!(
+            url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+            "{line}"
+        );
+        HttpServer { child, url, stderr }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
