@@ -300,17 +300,13 @@ impl Journal {
 
     /// Every journaled call, oldest first.
     pub fn entries(&mut self) -> Result<Vec<JournalEntry>, EffectError> {
-        let guard = self.locked()?;
-        self.refresh()?;
-        drop(guard);
+        self.refresh_locked()?;
         Ok(self.calls.values().cloned().collect())
     }
 
     /// The applied call with this call ID, if the journal has one (newest first).
     pub fn find_applied(&mut self, call_id: &str) -> Result<Option<JournalEntry>, EffectError> {
-        let guard = self.locked()?;
-        self.refresh()?;
-        drop(guard);
+        self.refresh_locked()?;
         Ok(self
             .calls
             .values()
@@ -326,9 +322,7 @@ impl Journal {
         turn: &str,
         call_id: &str,
     ) -> Result<Option<JournalEntry>, EffectError> {
-        let guard = self.locked()?;
-        self.refresh()?;
-        drop(guard);
+        self.refresh_locked()?;
         Ok(self
             .calls
             .values()
@@ -795,6 +789,12 @@ impl Journal {
             .lock()
             .map_err(|e| journal_error("cannot lock the journal", e))?;
         Ok(LockGuard(self.lock.clone()))
+    }
+
+    /// [`Journal::refresh`] under the lock, for a read.
+    fn refresh_locked(&mut self) -> Result<(), EffectError> {
+        let _guard = self.locked()?;
+        self.refresh()
     }
 
     /// Folds whatever other processes appended since the last look (or everything, after a prune by

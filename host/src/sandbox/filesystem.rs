@@ -133,15 +133,7 @@ impl ViewCtx<'_> {
             Descriptor::File(file) => {
                 let metadata = cap_std::fs::Metadata::from_file(&file.file).map_err(io_error)?;
                 let entry = crate::resolve::Entry::from_metadata(&metadata);
-                return Ok(Stat {
-                    kind: entry.kind,
-                    nlink: entry.nlink,
-                    size: entry.identity.size,
-                    atime_ns: Some(entry.atime_ns),
-                    mtime_ns: Some(entry.identity.mtime_ns),
-                    ctime_ns: Some(entry.identity.ctime_ns),
-                    object: (entry.identity.dev, entry.identity.ino),
-                });
+                return Ok(Stat::of(&entry));
             }
         };
         Ok(self.view()?.stat_location(&location)?)

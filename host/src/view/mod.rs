@@ -181,7 +181,8 @@ pub(crate) struct Stat {
 }
 
 impl Stat {
-    fn of(entry: &Entry) -> Stat {
+    /// What `lstat` said of an entry, as the guest sees it.
+    pub(crate) fn of(entry: &Entry) -> Stat {
         Stat {
             kind: entry.kind,
             nlink: entry.nlink,
