@@ -74,6 +74,51 @@ fn a_policy_that_does_not_list_the_tool_denies_it() {
     assert!(!root.path().join("notes.txt").exists());
 }
 
+/// `call` runs its tool in an engine that allocates instances per call (no pool reserved at start):
+/// the memory, wall-time and output limits hold there too.
+#[test]
+fn the_one_shot_engine_keeps_every_limit() {
+    let root = tempfile::tempdir().unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        env!("TURNGATE_TEST_GUEST_HOSTILE_RO"),
+        tools.path().join("hostile_ro.wasm"),
+    )
+    .unwrap();
+    let attack = |input: &str, limits: &[&str]| {
+        let out = turngate()
+            .args(["call", "--root"])
+            .arg(root.path())
+            .arg("--tools")
+            .arg(tools.path())
+            .args(limits)
+            .args(["hostile_ro", input])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{input}");
+        let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+        outcome["error"]["kind"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(
+        attack(
+            r#"{"attack":"alloc","size":1073741824}"#,
+            &["--memory-mib", "64"]
+        ),
+        "memory_limit"
+    );
+    assert_eq!(
+        attack(r#"{"attack":"sleep"}"#, &["--timeout-ms", "300"]),
+        "timeout"
+    );
+    assert_eq!(
+        attack(
+            r#"{"attack":"print","size":10000000}"#,
+            &["--max-output", "4096"]
+        ),
+        "output_limit"
+    );
+}
+
 #[test]
 fn a_missing_root_is_a_usage_error() {
     let out = turngate()

@@ -253,6 +253,54 @@ fn a_warm_cache_describes_tools_without_their_code_and_prepares_only_what_is_cal
     assert_eq!(files_ending(cache.path(), ".cwasm"), 1);
 }
 
+#[test]
+fn a_remembered_schema_is_compiled_at_the_first_call_and_a_broken_one_refuses_only_that_call() {
+    let cache = tempfile::tempdir().unwrap();
+    let builder = || Toolbox::builder().cache(CacheSetting::Dir(cache.path().to_path_buf()));
+    runtime().block_on(builder().build()).unwrap();
+    // The remembered descriptor of read_file now holds a schema no validator compiles (as if the cache
+    // had been edited): nothing checks it at load, so loading still succeeds...
+    let mut edited = 0;
+    for entry in std::fs::read_dir(cache.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.to_string_lossy().ends_with(".describe.json") {
+            continue;
+        }
+        let mut descriptor: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        if descriptor["name"] == "read_file" {
+            descriptor["input_schema"] =
+                r#"{"type":"object","properties":{"path":{"type":"no-such-type"}}}"#.into();
+            std::fs::write(&path, descriptor.to_string()).unwrap();
+            edited += 1;
+        }
+    }
+    assert_eq!(edited, 1);
+    let runtime = runtime();
+    let toolbox = runtime.block_on(builder().build()).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "a").unwrap();
+    let root = turngate::Root::open(work.path()).unwrap();
+    let policy = turngate::Policy::allow_all();
+    // ...the call to it is refused at the schema step, naming why...
+    let outcome =
+        runtime.block_on(toolbox.call(&root, &policy, "read_file", r#"{"path":"a.txt"}"#));
+    let error = outcome.result.unwrap_err();
+    let turngate::CallError::Gate(refusal) = &error else {
+        panic!("refused by the gate, not {error}");
+    };
+    assert_eq!(refusal.step(), "schema", "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("the input schema of `read_file` cannot be used: input schema is not a valid JSON Schema"),
+        "{error}"
+    );
+    // ...and every other tool still answers.
+    let listed = runtime.block_on(toolbox.call(&root, &policy, "list_dir", r#"{"path":"."}"#));
+    assert!(listed.result.unwrap().contains("a.txt"));
+}
+
 fn locked_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(

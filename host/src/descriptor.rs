@@ -2,7 +2,11 @@
 //!
 //! The guest's `describe` answer arrives as untrusted data; `ToolDescriptor::from_guest` turns it into
 //! a descriptor with a valid name, a schema that is valid JSON Schema for an object, and path parameters
-//! that are well-formed JSON Pointers, or says exactly what is wrong.
+//! that are well-formed JSON Pointers, or says exactly what is wrong. A descriptor remembered in the
+//! cache (it passed all of that when it was first loaded) is checked again except for compiling its
+//! schema, which waits for the tool's first call: a process that calls one tool compiles one schema.
+
+use std::sync::OnceLock;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -44,7 +48,8 @@ pub struct ToolDescriptor {
 /// What the gate checks a call against: a tool's descriptor and its compiled input schema.
 pub struct ToolContract {
     descriptor: ToolDescriptor,
-    validator: jsonschema::Validator,
+    /// Compiled at load for a fresh descriptor, at first use for a remembered one.
+    validator: OnceLock<jsonschema::Validator>,
 }
 
 impl std::fmt::Debug for ToolContract {
@@ -61,15 +66,37 @@ impl ToolContract {
         &self.descriptor
     }
 
-    /// The compiled input schema.
-    pub fn validator(&self) -> &jsonschema::Validator {
-        &self.validator
+    /// The compiled input schema (compiled now if this is its first use).
+    pub fn validator(&self) -> Result<&jsonschema::Validator, DescriptorError> {
+        if let Some(validator) = self.validator.get() {
+            return Ok(validator);
+        }
+        let validator = compile(&self.descriptor.input_schema)?;
+        Ok(self.validator.get_or_init(|| validator))
     }
 }
 
+fn compile(schema: &Value) -> Result<jsonschema::Validator, DescriptorError> {
+    jsonschema::validator_for(schema).map_err(|e| DescriptorError::SchemaInvalid(e.to_string()))
+}
+
 impl ToolDescriptor {
-    /// Checks a guest's raw descriptor.
+    /// Checks a guest's raw descriptor, its schema compiled.
     pub(crate) fn from_guest(
+        name: String,
+        description: String,
+        input_schema: &str,
+        paths: Vec<PathParam>,
+    ) -> Result<ToolContract, DescriptorError> {
+        let contract = Self::remembered(name, description, input_schema, paths)?;
+        let validator = compile(&contract.descriptor.input_schema)?;
+        let _ = contract.validator.set(validator);
+        Ok(contract)
+    }
+
+    /// Checks a descriptor that passed [`ToolDescriptor::from_guest`] when it was first loaded: every
+    /// check but compiling the schema, which happens at the tool's first call.
+    pub(crate) fn remembered(
         name: String,
         description: String,
         input_schema: &str,
@@ -87,8 +114,6 @@ impl ToolDescriptor {
         if schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err(DescriptorError::SchemaNotObject);
         }
-        let validator = jsonschema::validator_for(&schema)
-            .map_err(|e| DescriptorError::SchemaInvalid(e.to_string()))?;
         for param in &paths {
             if !param.pointer.starts_with('/') || param.pointer.len() < 2 {
                 return Err(DescriptorError::PathPointer(param.pointer.clone()));
@@ -102,7 +127,7 @@ impl ToolDescriptor {
         };
         Ok(ToolContract {
             descriptor,
-            validator,
+            validator: OnceLock::new(),
         })
     }
 
@@ -117,7 +142,7 @@ impl ToolDescriptor {
 }
 
 /// Why a descriptor was refused.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DescriptorError {
     /// The name is empty, too long or has characters providers reject.

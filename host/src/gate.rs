@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::descriptor::{Access, ToolContract};
+use crate::descriptor::{Access, DescriptorError, ToolContract};
 use crate::json::{StrictJsonError, parse_strict};
 use crate::policy::{Policy, Verdict};
 use crate::resolve::{Entry, RelPath};
@@ -93,6 +93,14 @@ pub enum GateError {
         /// Each violation, with its location in the input.
         errors: Vec<String>,
     },
+    /// The tool's own schema cannot be compiled (a remembered descriptor is compiled at its first call).
+    #[error("the input schema of `{tool}` cannot be used: {error}")]
+    SchemaUnusable {
+        /// The tool.
+        tool: String,
+        /// What is wrong with the schema.
+        error: DescriptorError,
+    },
     /// A declared path field is present but not a string.
     #[error("path field {pointer} must be a string")]
     PathNotString {
@@ -120,7 +128,7 @@ impl GateError {
         match self {
             GateError::Parse(_) | GateError::NotObject => "parse",
             GateError::UnknownTool(_) => "tool",
-            GateError::Schema { .. } => "schema",
+            GateError::Schema { .. } | GateError::SchemaUnusable { .. } => "schema",
             GateError::PathNotString { .. } | GateError::Scope { .. } => "path",
             GateError::Policy(_) => "policy",
         }
@@ -142,8 +150,13 @@ pub fn check_call<'t>(
     let tool = tools
         .contract(name)
         .ok_or_else(|| GateError::UnknownTool(name.to_owned()))?;
-    let errors: Vec<String> = tool
+    let validator = tool
         .validator()
+        .map_err(|error| GateError::SchemaUnusable {
+            tool: name.to_owned(),
+            error,
+        })?;
+    let errors: Vec<String> = validator
         .iter_errors(&input)
         .take(MAX_SCHEMA_ERRORS)
         .map(|e| {

@@ -12,8 +12,8 @@ use clap::{Args, Parser, Subcommand};
 use turngate::audit::write_jsonl;
 use turngate::turn::Provider;
 use turngate::{
-    CacheSetting, CallContext, Cancel, Effects, Limits, Policy, Root, Toolbox, ToolboxBuilder,
-    TurnHooks, TurnOptions, UndoTarget, process_turn_with,
+    CacheSetting, CallContext, Cancel, Effects, Instances, Limits, Policy, Root, Toolbox,
+    ToolboxBuilder, TurnHooks, TurnOptions, UndoTarget, process_turn_with,
 };
 
 use turngate::live::agent::{Agent, AgentConfig, RegenerationPolicy};
@@ -331,7 +331,12 @@ impl SandboxArgs {
             (Some(dir), false) => CacheSetting::Dir(dir.clone()),
             (None, false) => CacheSetting::Default,
         };
-        Toolbox::builder().limits(limits).cache(cache)
+        // Most commands make a few calls and exit: nothing to reserve at start. The long-running ones
+        // (`mcp`, `worker`) ask for the pool.
+        Toolbox::builder()
+            .limits(limits)
+            .cache(cache)
+            .instances(Instances::OnDemand)
     }
 }
 

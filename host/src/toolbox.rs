@@ -26,7 +26,8 @@ use crate::outcome::{CallError, CallOutcome};
 use crate::policy::Policy;
 use crate::root::Root;
 use crate::sandbox::{
-    CacheSetting, EngineError, Limits, PrepareError, Prepared, RunError, RunReport, Sandbox,
+    CacheSetting, EngineError, Instances, Limits, PrepareError, Prepared, RunError, RunReport,
+    Sandbox,
 };
 use crate::view::staging::STAGING_DIR;
 use crate::view::{CallView, Grant};
@@ -128,7 +129,9 @@ impl LoadedTool {
 
     /// Whether `input` is valid against the tool's schema.
     pub fn accepts(&self, input: &serde_json::Value) -> bool {
-        self.contract.validator().is_valid(input)
+        self.contract
+            .validator()
+            .is_ok_and(|validator| validator.is_valid(input))
     }
 }
 
@@ -192,7 +195,8 @@ pub enum ToolboxError {
 }
 
 /// Builds a [`Toolbox`]. Defaults: the bundled tools, no extra tools, [`Limits::default`], the user's
-/// precompiled cache directory, tools directories not locked, [`DEFAULT_MAX_CONCURRENT`] calls at once.
+/// precompiled cache directory, tools directories not locked, [`DEFAULT_MAX_CONCURRENT`] calls at once,
+/// [`Instances::Pooled`].
 #[derive(Debug)]
 pub struct ToolboxBuilder {
     without_bundled: bool,
@@ -202,6 +206,7 @@ pub struct ToolboxBuilder {
     cache: CacheSetting,
     locked: bool,
     max_concurrent: usize,
+    instances: Instances,
 }
 
 /// Calls a toolbox runs at once by default (more wait for a slot).
@@ -217,6 +222,7 @@ impl Default for ToolboxBuilder {
             cache: CacheSetting::default(),
             locked: false,
             max_concurrent: DEFAULT_MAX_CONCURRENT,
+            instances: Instances::Pooled,
         }
     }
 }
@@ -282,10 +288,21 @@ impl ToolboxBuilder {
         self
     }
 
+    /// How the engine allocates the instances calls run in.
+    pub fn instances(mut self, instances: Instances) -> Self {
+        self.instances = instances;
+        self
+    }
+
     /// Checks and describes every component (from the descriptor cache when it knows the component's
     /// digest). Fails on the first component that is not a valid tool, naming it and the reason.
     pub async fn build(self) -> Result<Toolbox, ToolboxError> {
-        let sandbox = Sandbox::new(self.limits, &self.cache, self.max_concurrent)?;
+        let sandbox = Sandbox::new(
+            self.limits,
+            &self.cache,
+            self.max_concurrent,
+            self.instances,
+        )?;
         let mut pending: Vec<Pending> = Vec::new();
         if !self.without_bundled {
             pending.extend(BUNDLED_COMPONENTS.iter().map(|c| Pending {
@@ -409,7 +426,14 @@ async fn load_tool(sandbox: &Sandbox, pending: Pending) -> Result<LoadedTool, To
             (raw, true)
         }
     };
-    let contract = ToolDescriptor::from_guest(
+    // A remembered descriptor passed every check when it was first loaded; its schema is compiled
+    // when the tool is first called.
+    let check = if fresh {
+        ToolDescriptor::from_guest
+    } else {
+        ToolDescriptor::remembered
+    };
+    let contract = check(
         raw.name.clone(),
         raw.description.clone(),
         &raw.input_schema,

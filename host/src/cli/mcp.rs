@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
-use turngate::Root;
 use turngate::mcp::McpServer;
 use turngate::mcp::http::{ENDPOINT, HttpOptions};
+use turngate::{Instances, Root};
 
 use crate::{EXIT_OK, ToolboxArgs, load_policy};
 
@@ -75,6 +75,7 @@ pub async fn serve(args: McpArgs) -> Result<ExitCode> {
     let toolbox = args
         .toolbox
         .builder()
+        .instances(Instances::Pooled)
         .max_concurrent_calls(max_concurrent)
         .build()
         .await?;

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::Args;
+use turngate::Instances;
 use turngate::turn::Provider;
 use turngate::worker::job::{Job, is_job_id, new_job_id};
 use turngate::worker::names::{DEFAULT_PREFIX, Names};
@@ -117,7 +118,12 @@ pub async fn worker(args: WorkerArgs) -> Result<ExitCode> {
     let policy = crate::load_policy(args.policy.as_ref())?;
     let roots = Dir::open_ambient_dir(&args.roots, ambient_authority())
         .with_context(|| format!("opening roots {}", args.roots.display()))?;
-    let toolbox = args.toolbox.build().await?;
+    let toolbox = args
+        .toolbox
+        .builder()
+        .instances(Instances::Pooled)
+        .build()
+        .await?;
     let client = args.nats.connect().await?;
     eprintln!(
         "turngate worker: pulling {} from {}",

@@ -1,7 +1,7 @@
 //! The component sandbox: one engine, tools compiled once, a fresh store per call.
 //!
-//! `Sandbox` owns the process's wasmtime `Engine` (pooling allocator, epoch interruption driven by a
-//! ticker thread), a linker holding the WASI 0.2 interfaces tools may import (`wasi.rs`: no sockets;
+//! `Sandbox` owns the process's wasmtime `Engine` (a pooling or an on-demand instance allocator, see
+//! [`Instances`]; epoch interruption driven by a ticker thread), a linker holding the WASI 0.2 interfaces tools may import (`wasi.rs`: no sockets;
 //! `filesystem.rs`: `wasi:filesystem` over the call's view), and the precompiled-component cache.
 //! `Sandbox::prepare` turns component bytes into a `Prepared` tool (an `InstancePre` of the tool world,
 //! refused if it imports anything the sandbox does not grant); `Sandbox::run` instantiates it in a new
@@ -57,6 +57,19 @@ const CORE_INSTANCES_PER_CALL: u32 = 32;
 
 /// Linear memories (and tables) one call may have.
 const MEMORIES_PER_CALL: u32 = 8;
+
+/// How the engine allocates the instances calls run in. Either way a call's memory is bounded by
+/// [`Limits::memory_bytes`] (the store's limiter enforces it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Instances {
+    /// A pool with one slot per call that may run at once, reserved when the engine is made: the
+    /// cheapest per call, for a process that makes many (a server, a worker, an embedding platform).
+    #[default]
+    Pooled,
+    /// Each call's instance allocated when it starts: nothing to reserve, so the engine is made in a
+    /// fraction of the time, for a process that makes a few calls and exits (`turngate call`, `run`).
+    OnDemand,
+}
 
 /// How long a call that hit its wall-time limit is given to unwind (drop its store and its staging
 /// directory) before the caller stops waiting for it. A guest stuck in a host call past this is left to
@@ -189,28 +202,23 @@ impl WasiView for CallState {
 }
 
 impl Sandbox {
-    /// Creates the engine, starts its epoch ticker and links WASI 0.2. The instance pool holds
-    /// `max_concurrent` calls; more wait for a slot.
+    /// Creates the engine, starts its epoch ticker and links WASI 0.2. At most `max_concurrent` calls
+    /// run at once (the pool's size, when pooled); more wait for a slot.
     pub(crate) fn new(
         limits: Limits,
         cache: &CacheSetting,
         max_concurrent: usize,
+        instances: Instances,
     ) -> Result<Sandbox, EngineError> {
         let slots = max_concurrent.max(1);
-        let slots_u32 = u32::try_from(slots).unwrap_or(u32::MAX);
-        let mut pool = PoolingAllocationConfig::default();
-        // A pool sized to what runs at once: every slot costs set-up (a guard page per stack) at start.
-        pool.max_memory_size(limits.memory_bytes)
-            .total_component_instances(slots_u32)
-            .total_stacks(slots_u32)
-            .total_core_instances(slots_u32.saturating_mul(CORE_INSTANCES_PER_CALL))
-            .total_memories(slots_u32.saturating_mul(MEMORIES_PER_CALL))
-            .total_tables(slots_u32.saturating_mul(MEMORIES_PER_CALL));
         let mut config = Config::new();
         config
             .wasm_component_model(true)
             .epoch_interruption(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+            .allocation_strategy(match instances {
+                Instances::Pooled => InstanceAllocationStrategy::Pooling(pool_for(slots, limits)),
+                Instances::OnDemand => InstanceAllocationStrategy::OnDemand,
+            });
         let engine = Engine::new(&config).map_err(EngineError)?;
         start_epoch_ticker(&engine);
 
@@ -470,6 +478,19 @@ impl Sandbox {
         store.set_epoch_deadline(1);
         (store, stdout, stderr)
     }
+}
+
+/// A pool sized to what runs at once: every slot costs set-up (a guard page per stack) at start.
+fn pool_for(slots: usize, limits: Limits) -> PoolingAllocationConfig {
+    let slots = u32::try_from(slots).unwrap_or(u32::MAX);
+    let mut pool = PoolingAllocationConfig::default();
+    pool.max_memory_size(limits.memory_bytes)
+        .total_component_instances(slots)
+        .total_stacks(slots)
+        .total_core_instances(slots.saturating_mul(CORE_INSTANCES_PER_CALL))
+        .total_memories(slots.saturating_mul(MEMORIES_PER_CALL))
+        .total_tables(slots.saturating_mul(MEMORIES_PER_CALL));
+    pool
 }
 
 /// Maps a failed instantiation or call to the limit or trap that caused it.
