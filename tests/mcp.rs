@@ -10,7 +10,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use common::mcp_http::HttpServer;
+use common::mcp_http::{HttpServer, mcp_command};
 use serde_json::{Value, json};
 
 /// Long enough for any answer on a loaded 2-core machine; only a hang reaches it.
@@ -28,12 +28,7 @@ struct Server {
 
 impl Server {
     fn start(root: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_turngate"))
-            .arg("mcp")
-            .arg("--root")
-            .arg(root)
-            .arg("--cache-dir")
-            .arg(common::test_cache_dir())
+        let mut child = mcp_command(root)
             .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -222,7 +222,7 @@ impl Default for ToolboxBuilder {
             cache: CacheSetting::default(),
             locked: false,
             max_concurrent: DEFAULT_MAX_CONCURRENT,
-            instances: Instances::Pooled,
+            instances: Instances::default(),
         }
     }
 }

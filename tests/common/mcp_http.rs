@@ -1,6 +1,6 @@
-//! A `turngate mcp --listen 127.0.0.1:0` process, shared by the MCP tests: started with the tests'
-//! precompiled cache, its URL read from the first stderr line, the rest of its stderr collected for
-//! failure messages, killed on drop.
+//! The `turngate mcp` command the MCP tests start (with the tests' precompiled cache), and a
+//! `--listen 127.0.0.1:0` process of it: its URL read from the first stderr line, the rest of its
+//! stderr collected for failure messages, killed on drop.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -11,6 +11,19 @@ use std::time::Duration;
 
 /// How long the server may take to print its URL (a loaded 2-core machine; only a hang reaches it).
 const STARTUP_PATIENCE: Duration = Duration::from_secs(180);
+
+/// `turngate mcp --root ROOT` with the tests' precompiled cache: what both the stdio and the HTTP tests
+/// start, each adding its transport's flags and pipes.
+pub fn mcp_command(root: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
+    command
+        .arg("mcp")
+        .arg("--root")
+        .arg(root)
+        .arg("--cache-dir")
+        .arg(super::test_cache_dir());
+    command
+}
 
 /// A running `turngate mcp --listen` server.
 pub struct HttpServer {
@@ -24,12 +37,7 @@ pub struct HttpServer {
 impl HttpServer {
     /// Starts `turngate mcp --root ROOT --listen 127.0.0.1:0 EXTRA...`.
     pub fn start(root: &Path, extra: &[&str]) -> HttpServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_turngate"))
-            .arg("mcp")
-            .arg("--root")
-            .arg(root)
-            .arg("--cache-dir")
-            .arg(super::test_cache_dir())
+        let mut child = mcp_command(root)
             .args(["--listen", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())

@@ -1,8 +1,9 @@
 //! The component sandbox: one engine, tools compiled once, a fresh store per call.
 //!
 //! `Sandbox` owns the process's wasmtime `Engine` (a pooling or an on-demand instance allocator, see
-//! [`Instances`]; epoch interruption driven by a ticker thread), a linker holding the WASI 0.2 interfaces tools may import (`wasi.rs`: no sockets;
-//! `filesystem.rs`: `wasi:filesystem` over the call's view), and the precompiled-component cache.
+//! [`Instances`]; epoch interruption driven by a ticker thread), a linker holding the WASI 0.2
+//! interfaces tools may import (`wasi.rs`: no sockets; `filesystem.rs`: `wasi:filesystem` over the
+//! call's view), and the precompiled-component cache.
 //! `Sandbox::prepare` turns component bytes into a `Prepared` tool (an `InstancePre` of the tool world,
 //! refused if it imports anything the sandbox does not grant); `Sandbox::run` instantiates it in a new
 //! `Store` whose only filesystem is the call's [`CallView`] (none for tools without paths), calls it
