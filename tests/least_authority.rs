@@ -880,8 +880,18 @@ fn a_crash_at_any_point_of_an_apply_leaves_old_or_new_content_and_an_undoable_jo
             !out.status.success(),
             "{point}: the process was meant to die"
         );
-        // The next journal operation settles what the crash left.
+        if !survives {
+            assert!(
+                !ws.no_staging_left(),
+                "{point}: the dead process left staged files"
+            );
+        }
+        // The next journal operation settles what the crash left, and removes what it staged.
         let states = journal_states(&ws.root_path());
+        assert!(
+            ws.no_staging_left(),
+            "{point}: staged files of a dead process"
+        );
         if survives {
             assert_eq!(states, ["applied"], "{point}");
             assert_eq!(

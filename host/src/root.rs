@@ -22,8 +22,9 @@ pub const STATE_DIR: &str = ".turngate";
 pub struct Root {
     dir: Dir,
     path: PathBuf,
-    /// This handle's staging directory in the state directory, made on the first call that may write.
-    staging: Mutex<Option<(String, Arc<Dir>)>>,
+    /// The state directory's staging directory, opened (and made when missing) on the first call that
+    /// may write.
+    staging: Mutex<Option<Arc<Dir>>>,
 }
 
 impl Root {
@@ -74,28 +75,17 @@ impl Root {
         open_or_create_dir(&state, name)
     }
 
-    /// This handle's staging directory (`.turngate/staging/<pid>-<random>`), made on first use and
-    /// removed when the handle is dropped. Calls stage their files in it, each under names of its own;
-    /// the journal's recovery removes the staging directories of processes that are gone.
-    pub(crate) fn staging_dir(&self, parent_name: &str) -> io::Result<Arc<Dir>> {
+    /// The staging directory (`.turngate/staging/`), opened on first use and made when missing. Calls
+    /// stage their files in it under names that start with this process's ID (see `view::staging`);
+    /// the journal's recovery removes the files of processes that are gone.
+    pub(crate) fn staging_dir(&self, name: &str) -> io::Result<Arc<Dir>> {
         let mut staging = self.staging.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, dir)) = staging.as_ref() {
+        if let Some(dir) = staging.as_ref() {
             return Ok(dir.clone());
         }
-        let parent = self.state_subdir(parent_name)?;
-        let mut attempt = 0u32;
-        loop {
-            let name = format!("{}-{:016x}", std::process::id(), fastrand::u64(..));
-            match parent.create_dir(&name) {
-                Ok(()) => {
-                    let dir = Arc::new(parent.open_dir_nofollow(&name)?);
-                    *staging = Some((format!("{parent_name}/{name}"), dir.clone()));
-                    return Ok(dir);
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
-                Err(e) => return Err(e),
-            }
-        }
+        let dir = Arc::new(self.state_subdir(name)?);
+        *staging = Some(dir.clone());
+        Ok(dir)
     }
 
     /// The state directory, if it exists (without creating it).
@@ -104,16 +94,6 @@ impl Root {
             Ok(dir) => Ok(Some(dir)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
-        }
-    }
-}
-
-impl Drop for Root {
-    fn drop(&mut self) {
-        let staging = self.staging.get_mut().unwrap_or_else(|e| e.into_inner());
-        if let (Some((name, _)), Ok(Some(state))) = (staging.take(), self.existing_state_dir()) {
-            // Empty unless a call is still stuck in it; then the journal's recovery removes it later.
-            let _ = state.remove_dir(name);
         }
     }
 }

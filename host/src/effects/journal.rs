@@ -11,7 +11,8 @@
 //!   restores it byte-identical with a rename;
 //! * `lock`: every apply, undo and recovery holds an exclusive lock on it, so two processes (or
 //!   workers) never apply to the same root at once;
-//! * `staging/`: the views' staging directories;
+//! * `staging/`: the files the views stage, each named by its process (recovery removes those of a
+//!   process that is gone);
 //! * `lease`: a worker holds an exclusive lock on it ([`Lease`]) for a whole job on the root, so the
 //!   lookup, run and apply of a call is atomic with respect to every other worker. It is a file of its
 //!   own because a `flock` is per open file: the journal takes and drops `lock` around each operation,
@@ -1196,7 +1197,8 @@ fn sync_dir(dir: &Dir) -> io::Result<()> {
     dir.open_with(".", &options)?.sync_all()
 }
 
-/// Removes the staging directories of processes that no longer exist.
+/// Removes what processes that no longer exist left in the staging directory: their staged files
+/// (`<pid>-...`), and their staging directories (where earlier versions staged).
 fn remove_dead_staging(state: &Dir) {
     let Ok(staging) = cap_fs_ext::DirExt::open_dir_nofollow(state, STAGING_DIR) else {
         return;
@@ -1212,8 +1214,13 @@ fn remove_dead_staging(state: &Dir) {
             .and_then(|p| p.parse::<i32>().ok())
             .and_then(rustix::process::Pid::from_raw);
         let alive = pid.is_some_and(|pid| rustix::process::test_kill_process(pid).is_ok());
-        if !alive {
+        if alive {
+            continue;
+        }
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
             let _ = staging.remove_dir_all(&name);
+        } else {
+            let _ = staging.remove_file(&name);
         }
     }
 }

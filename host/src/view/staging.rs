@@ -1,9 +1,9 @@
 //! The upper layer of a view: a private staging directory holding every file the call wrote.
 //!
-//! Staged files live flat in the root handle's staging directory (`.turngate/staging/<pid>-<random>/`,
-//! see `Root::staging_dir`), named by the call's token and a number (which location each one stands
-//! for is the view's business), on the root's filesystem so the effect pipeline can move them into
-//! place with a rename. Whatever a call staged and did not apply is removed when its staging is dropped:
+//! Staged files live flat in the root's staging directory (`.turngate/staging/`, see
+//! `Root::staging_dir`), named by the process's ID, the call's token and a number (`<pid>-<token>-<n>`;
+//! which location each one stands for is the view's business), on the root's filesystem so the effect
+//! pipeline can move them into place with a rename. Whatever a call staged and did not apply is removed when its staging is dropped:
 //! a call that traps, times out or is cancelled leaves no temporary file anywhere. The bytes a call may
 //! stage are bounded ([`Limits::staged_bytes`](crate::sandbox::Limits)).
 
@@ -95,7 +95,8 @@ impl Staging {
     pub(crate) fn new(dir: Arc<Dir>, quota: Arc<Quota>) -> Staging {
         Staging {
             dir,
-            token: format!("{:016x}", fastrand::u64(..)),
+            // The process's ID first: the journal's recovery removes what a dead process left.
+            token: format!("{}-{:016x}", std::process::id(), fastrand::u64(..)),
             created: Vec::new(),
             quota,
         }
