@@ -340,6 +340,13 @@ impl SandboxArgs {
     }
 }
 
+/// Leaves a one-shot command's toolbox to the process's exit, which comes next: its drop only frees
+/// memory and unmaps code (every compiled schema, every prepared component), which the exit does at
+/// once, and doing it piece by piece costs about a tenth of a millisecond of a `turngate call`.
+fn leave_to_exit(toolbox: Toolbox) {
+    std::mem::forget(toolbox);
+}
+
 fn parse_provider(name: &str) -> Result<Provider, String> {
     name.parse()
         .map_err(|_| "expected one of: anthropic, openai-chat, openai-responses, gemini".to_owned())
@@ -403,6 +410,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             context.review = review;
             let outcome = toolbox.call_in(&mut context, &tool, &input).await;
             println!("{}", serde_json::to_string_pretty(&outcome.to_json())?);
+            leave_to_exit(toolbox);
             Ok(ExitCode::from(if outcome.result.is_ok() {
                 EXIT_OK
             } else {
@@ -452,6 +460,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 cancel: None,
             };
             let report = process_turn_with(&toolbox, &root, &policy, turn, options, hooks).await;
+            leave_to_exit(toolbox);
             if let (Some(file), Some(path)) = (log_file.as_mut(), &log) {
                 write_jsonl(&report.audit, file)
                     .with_context(|| format!("writing log {}", path.display()))?;
