@@ -1,7 +1,7 @@
 //! The component sandbox: one engine, tools compiled once, a fresh store per call.
 //!
 //! `Sandbox` owns the process's wasmtime `Engine` (a pooling or an on-demand instance allocator, see
-//! [`Instances`]; epoch interruption driven by a ticker thread), a linker holding the WASI 0.2
+//! [`Instances`]; epoch interruption, see `Sandbox::run` and `Sandbox::describe`), a linker holding the WASI 0.2
 //! interfaces tools may import (`wasi.rs`: no sockets; `filesystem.rs`: `wasi:filesystem` over the
 //! call's view), and the precompiled-component cache.
 //! `Sandbox::prepare` turns component bytes into a `Prepared` tool (an `InstancePre` of the tool world,
@@ -21,8 +21,8 @@ mod threads;
 mod wasi;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -46,7 +46,8 @@ use crate::view::CallView;
 pub use self::errors::{RunError, ToolError};
 pub use self::limits::Limits;
 
-/// How often the ticker thread advances the engine's epoch; the resolution of the wall-time limit.
+/// How often the ticker thread advances the engine's epoch once a tool has described itself; the
+/// resolution of the wall-time limit of `describe`.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
 
 /// Most bytes of a trapped guest's stderr quoted in its error (enough for a panic message).
@@ -98,6 +99,8 @@ pub(crate) struct Sandbox {
     threads: CallThreads,
     /// One permit per instance slot of the pool: a call waits for one rather than fail.
     slots: Arc<tokio::sync::Semaphore>,
+    /// The epoch ticker, started at the first `describe`.
+    ticker: Once,
 }
 
 /// A component checked against the tool world and ready to instantiate for each call.
@@ -203,7 +206,7 @@ impl WasiView for CallState {
 }
 
 impl Sandbox {
-    /// Creates the engine, starts its epoch ticker and links WASI 0.2. At most `max_concurrent` calls
+    /// Creates the engine and links WASI 0.2. At most `max_concurrent` calls
     /// run at once (the pool's size, when pooled); more wait for a slot.
     pub(crate) fn new(
         limits: Limits,
@@ -221,7 +224,6 @@ impl Sandbox {
                 Instances::OnDemand => InstanceAllocationStrategy::OnDemand,
             });
         let engine = Engine::new(&config).map_err(EngineError)?;
-        start_epoch_ticker(&engine);
 
         let mut linker = Linker::new(&engine);
         wasi::add_to_linker(&mut linker, CallState::filesystem).map_err(EngineError)?;
@@ -239,6 +241,7 @@ impl Sandbox {
             cache,
             threads: CallThreads::default(),
             slots: Arc::new(tokio::sync::Semaphore::new(slots)),
+            ticker: Once::new(),
         })
     }
 
@@ -299,8 +302,11 @@ impl Sandbox {
         Ok(Prepared { pre, imports })
     }
 
-    /// Asks a prepared tool to describe itself (in a store with no filesystem).
+    /// Asks a prepared tool to describe itself (in a store with no filesystem). The guest runs on the
+    /// caller's task, where nothing but its own epoch checks can stop it, so from the first `describe`
+    /// on a ticker thread advances the epoch every [`EPOCH_TICK`] and the store traps past the limit.
     pub(crate) async fn describe(&self, tool: &Prepared) -> Result<RawDescriptor, PrepareError> {
+        self.ticker.call_once(|| start_epoch_ticker(&self.engine));
         let _slot = self
             .slots
             .acquire()
@@ -337,7 +343,10 @@ impl Sandbox {
         })
     }
 
-    /// Runs one call in a fresh instance whose only filesystem is `view` (`None`: no filesystem).
+    /// Runs one call in a fresh instance whose only filesystem is `view` (`None`: no filesystem), on a
+    /// call thread. When the caller stops waiting (the wall-time limit, or `cancel`), it advances the
+    /// engine's epoch, so the guest traps at its next epoch check (see `new_store`): no thread ticks
+    /// for a call.
     pub(crate) async fn run(
         &self,
         tool: &Prepared,
@@ -354,7 +363,7 @@ impl Sandbox {
             .await
             .expect("the semaphore is never closed");
         // Set when the caller stops waiting (the wall-time limit or a cancellation): the guest traps at
-        // the next epoch tick, so its instance slot is free at once even while it computes.
+        // its next epoch check, so its instance slot is free at once even while it computes.
         let stop = Arc::new(AtomicBool::new(false));
         let (store, stdout, stderr) = self.new_store(view, stop.clone());
         let limits = self.limits;
@@ -415,6 +424,7 @@ impl Sandbox {
             }
             Err(stopped) => {
                 stop.store(true, Ordering::SeqCst);
+                self.engine.increment_epoch();
                 let _ = stop_thread.send(());
                 let _ = tokio::time::timeout(UNWIND_GRACE, finished).await;
                 return self.report(Err(stopped), &stdout, &stderr, started, None);
@@ -466,8 +476,8 @@ impl Sandbox {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
-        // Checked at every epoch tick: past the wall-time limit, or once the caller stopped the call,
-        // the guest traps with `Interrupt`.
+        // Checked whenever the epoch advances: past the wall-time limit, or once the caller stopped the
+        // call, the guest traps with `Interrupt`.
         let deadline = Instant::now() + self.limits.wall_time;
         store.epoch_deadline_callback(move |_| {
             if stop.load(Ordering::SeqCst) || Instant::now() >= deadline {
@@ -521,8 +531,7 @@ fn classify(error: wasmtime::Error, stderr: &[u8], limits: Limits) -> RunError {
     }
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] until the engine is dropped. Without it, epoch
-/// deadlines never fire.
+/// Advances the engine's epoch every [`EPOCH_TICK`] until the engine is dropped.
 fn start_epoch_ticker(engine: &Engine) {
     let weak = engine.weak();
     std::thread::Builder::new()
