@@ -35,6 +35,7 @@ const TEST_ONLY: &[&str] = &[
     "hostile_net",
     "noop",
     "bad_schema",
+    "spin_describe",
     "not_a_tool",
 ];
 

@@ -7,9 +7,10 @@
 mod common;
 
 use std::path::Path;
+use std::time::Duration;
 
 use common::test_cache;
-use turngate::{CacheSetting, Toolbox, ToolboxBuilder, ToolboxError};
+use turngate::{CacheSetting, Limits, Toolbox, ToolboxBuilder, ToolboxError};
 
 fn build_err(builder: ToolboxBuilder) -> ToolboxError {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -72,6 +73,33 @@ fn a_component_of_another_world_is_refused_by_name() {
 fn an_invalid_schema_is_refused_by_name() {
     let bytes = test_guest(env!("TURNGATE_TEST_GUEST_BAD_SCHEMA"));
     assert_refused("bad.wasm", &bytes, &["not a valid JSON Schema"]);
+}
+
+#[test]
+fn a_tool_that_never_finishes_describing_itself_is_stopped_at_its_limit_and_refused() {
+    let dir = dir_with(
+        "spin.wasm",
+        &test_guest(env!("TURNGATE_TEST_GUEST_SPIN_DESCRIBE")),
+    );
+    let limits = Limits {
+        wall_time: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let builder = Toolbox::builder()
+        .cache(test_cache())
+        .without_bundled()
+        .limits(limits)
+        .tools_dir(dir.path());
+    // Loaded on a thread of its own, so a guest nothing stops fails the test instead of hanging it.
+    let (done, refused) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(build_err(builder).to_string());
+    });
+    let message = refused
+        .recv_timeout(Duration::from_secs(30))
+        .expect("describe must be stopped at the wall-time limit");
+    assert!(message.contains("spin.wasm"), "{message}");
+    assert!(message.contains("timed out"), "{message}");
 }
 
 #[test]
