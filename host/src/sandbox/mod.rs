@@ -1,9 +1,9 @@
 //! The component sandbox: one engine, tools compiled once, a fresh store per call.
 //!
 //! `Sandbox` owns the process's wasmtime `Engine` (a pooling or an on-demand instance allocator, see
-//! [`Instances`]; epoch interruption, see `Sandbox::run` and `Sandbox::describe`), a linker holding the WASI 0.2
-//! interfaces tools may import (`wasi.rs`: no sockets; `filesystem.rs`: `wasi:filesystem` over the
-//! call's view), and the precompiled-component cache.
+//! [`Instances`]; epoch interruption, see `Sandbox::run` and `Sandbox::describe`), a linker holding the
+//! WASI 0.2 interfaces tools may import (`wasi.rs`: no sockets; `filesystem.rs`: `wasi:filesystem` over
+//! the call's view), and the precompiled-component cache.
 //! `Sandbox::prepare` turns component bytes into a `Prepared` tool (an `InstancePre` of the tool world,
 //! refused if it imports anything the sandbox does not grant); `Sandbox::run` instantiates it in a new
 //! `Store` whose only filesystem is the call's [`CallView`] (none for tools without paths), calls it
@@ -73,9 +73,9 @@ pub enum Instances {
     OnDemand,
 }
 
-/// How long a call that hit its wall-time limit is given to unwind (drop its store and its staging
-/// directory) before the caller stops waiting for it. A guest stuck in a host call past this is left to
-/// its thread; it can change nothing, since the real root is never writable through a view.
+/// How long a call that hit its wall-time limit is given to unwind (drop its store and remove its
+/// staged files) before the caller stops waiting for it. A guest stuck in a host call past this is left
+/// to its thread; it can change nothing, since the real root is never writable through a view.
 const UNWIND_GRACE: Duration = Duration::from_secs(2);
 
 /// Where precompiled components are cached.
@@ -206,8 +206,8 @@ impl WasiView for CallState {
 }
 
 impl Sandbox {
-    /// Creates the engine and links WASI 0.2. At most `max_concurrent` calls
-    /// run at once (the pool's size, when pooled); more wait for a slot.
+    /// Creates the engine and links WASI 0.2. At most `max_concurrent` calls run at once (the pool's
+    /// size, when pooled); more wait for a slot.
     pub(crate) fn new(
         limits: Limits,
         cache: &CacheSetting,

@@ -1,10 +1,11 @@
-//! The upper layer of a view: a private staging directory holding every file the call wrote.
+//! The upper layer of a view: the staged files holding everything the call wrote.
 //!
 //! Staged files live flat in the root's staging directory (`.turngate/staging/`, see
 //! `Root::staging_dir`), named by the process's ID, the call's token and a number (`<pid>-<token>-<n>`;
 //! which location each one stands for is the view's business), on the root's filesystem so the effect
-//! pipeline can move them into place with a rename. Whatever a call staged and did not apply is removed when its staging is dropped:
-//! a call that traps, times out or is cancelled leaves no temporary file anywhere. The bytes a call may
+//! pipeline can move them into place with a rename. Whatever a call staged and did not apply is removed
+//! when its staging is dropped: a call that traps, times out or is cancelled leaves no temporary file
+//! anywhere. The bytes a call may
 //! stage are bounded ([`Limits::staged_bytes`](crate::sandbox::Limits)).
 
 use std::io;
