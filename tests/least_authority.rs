@@ -188,6 +188,112 @@ fn a_writing_tool_reaches_nothing_it_was_not_approved_for() {
 }
 
 #[test]
+fn a_hard_link_swapped_in_while_a_tool_reads_never_hands_it_the_outside_file() {
+    // The issue's probe: while the tool reads drafts/data.txt over and over, another thread renames a
+    // hard link of a file outside the root over it, then a plain file back. The view checks the entry
+    // it looked up; only holding the opened descriptor to that entry keeps the swap out.
+    let ws = Workspace::new();
+    ws.write("drafts/data.txt", "inside data\n");
+    let policy = policy("[tools.hostile_ro]\npaths = [\"drafts/**\"]\n");
+    let target = ws.root_path().join("drafts/data.txt");
+    let spare = ws.dir.path().join("spare");
+    let (outside, plain) = (ws.outside_path().join("secret.txt"), spare.join("plain"));
+    std::fs::create_dir(&spare).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The test plays another process swapping the file: it renames beneath the root on purpose.
+    #[allow(clippy::disallowed_methods)]
+    let swapper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let link = spare.join("link");
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::fs::remove_file(&link);
+                std::fs::hard_link(&outside, &link).unwrap();
+                std::fs::rename(&link, &target).unwrap();
+                std::fs::write(&plain, "inside data\n").unwrap();
+                std::fs::rename(&plain, &target).unwrap();
+            }
+        })
+    };
+    let mut seen: std::collections::BTreeMap<String, u64> = Default::default();
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(4) {
+        let outcome = call(
+            hostile(),
+            &ws.root,
+            &policy,
+            "hostile_ro",
+            r#"{"attack":"read_repeatedly","path":"drafts","arg":"drafts/data.txt","size":2000}"#,
+        );
+        let counts: std::collections::BTreeMap<String, u64> =
+            serde_json::from_str(&outcome.result.expect("the reads run")).unwrap();
+        for (what, count) in counts {
+            *seen.entry(what).or_default() += count;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(
+        !seen.keys().any(|what| what.contains("outside secret")),
+        "the outside file was read: {seen:?}"
+    );
+    assert!(
+        seen.get("inside data\n").is_some_and(|n| *n > 0),
+        "reads of the real file still work: {seen:?}"
+    );
+}
+
+#[test]
+fn a_name_the_call_may_not_see_answers_the_same_whether_it_exists_or_not() {
+    // hostile_rw is approved for drafts/ok.txt only. In one root the hidden names exist, in the other
+    // they do not: every operation must answer the same, so the call learns nothing of them.
+    let with = Workspace::new();
+    let without = Workspace::new();
+    for ws in [&with, &without] {
+        ws.write("drafts/ok.txt", "ok\n");
+    }
+    with.write("private/secret.txt", "private secret\n");
+    with.write(".env", "TOKEN=1\n");
+    let before = with.tree();
+    let answer = |ws: &Workspace, attack: &str, arg: &str| {
+        let input = json!({"attack": attack, "path": "drafts/ok.txt", "arg": arg});
+        let outcome = call(
+            hostile(),
+            &ws.root,
+            &Policy::allow_all(),
+            "hostile_rw",
+            &input.to_string(),
+        );
+        match outcome.result {
+            Ok(output) => format!("ok: {output}"),
+            Err(error) => error.to_string(),
+        }
+    };
+    for attack in ["create_new", "mkdir", "rename", "read"] {
+        for hidden in [
+            "private/secret.txt",
+            ".env",
+            "private/secret.txt/x",
+            "private",
+        ] {
+            let (there, missing) = (
+                answer(&with, attack, hidden),
+                answer(&without, attack, hidden),
+            );
+            assert_eq!(there, missing, "{attack} {hidden}");
+            assert!(
+                there.contains("no such file or directory"),
+                "{attack} {hidden}: {there}"
+            );
+        }
+    }
+    // The control: what the call may see still exists for it.
+    assert!(answer(&with, "create_new", "drafts/ok.txt").contains("file exists"));
+    assert!(answer(&with, "mkdir", "drafts").contains("file exists"));
+    assert_eq!(with.tree(), before, "nothing changed");
+}
+
+#[test]
 fn special_files_are_refused_quickly_and_never_opened() {
     let ws = Workspace::new();
     let root = ws.root_path();

@@ -59,7 +59,7 @@ pub fn descriptor(name: &str, access: Access) -> Descriptor {
         "properties": {
             "attack": {
                 "type": "string",
-                "description": "noop, counter, env, read, write, append, list, walk, write_all, write_all_then_panic, write_all_then_spin, symlink, spin, sleep, alloc, print, big_result or panic."
+                "description": "noop, counter, env, read, read_repeatedly, write, append, create_new, mkdir, rename, list, walk, write_all, write_all_then_panic, write_all_then_spin, symlink, spin, sleep, alloc, print, big_result or panic."
             },
             "arg": {
                 "type": "string",
@@ -68,7 +68,7 @@ pub fn descriptor(name: &str, access: Access) -> Descriptor {
             "size": {
                 "type": "integer",
                 "minimum": 0,
-                "description": "Bytes for alloc, print and big_result."
+                "description": "Bytes for alloc, print and big_result; reads for read_repeatedly."
             },
             "path": {
                 "type": "string",
@@ -107,6 +107,43 @@ pub fn call(input: &str) -> Result<String, ToolError> {
             let target = input.target()?;
             let content = fs::read_to_string(target).map_err(|err| io_error(target, err))?;
             Ok(format!("ESCAPED read: {content}"))
+        }
+        // Reads `arg` `size` times and answers how often each outcome came back, as JSON
+        // (`{"content or error": count}`): what a tool sees of a file that is swapped while it reads.
+        "read_repeatedly" => {
+            let target = input.target()?;
+            let mut seen = std::collections::BTreeMap::<String, u64>::new();
+            for _ in 0..input.size(1)? {
+                let outcome = match fs::read_to_string(target) {
+                    Ok(content) => content,
+                    Err(err) => format!("error: {}", io_error(target, err)),
+                };
+                *seen.entry(outcome).or_default() += 1;
+            }
+            Ok(serde_json::to_string(&seen).unwrap_or_default())
+        }
+        // Exclusive create, `mkdir` and a rename from `path` to `arg`: their errors must not tell whether
+        // a name the call may not see exists.
+        "create_new" => {
+            let target = input.target()?;
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(target)
+                .map_err(|err| io_error(target, err))?;
+            Ok(format!("created {}", target.display()))
+        }
+        "mkdir" => {
+            let target = input.target()?;
+            fs::create_dir(target).map_err(|err| io_error(target, err))?;
+            Ok(format!("made {}", target.display()))
+        }
+        "rename" => {
+            let (Some(from), Some(to)) = (input.path.as_deref(), input.arg.as_deref()) else {
+                return Err(ToolError::InvalidInput("rename needs path and arg".into()));
+            };
+            fs::rename(from, to).map_err(|err| io_error(Path::new(to), err))?;
+            Ok(format!("renamed {from} to {to}"))
         }
         "write" => {
             let target = input.target()?;

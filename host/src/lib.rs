@@ -53,6 +53,7 @@ pub mod history;
 pub mod json;
 pub mod live;
 pub mod lockfile;
+pub(crate) mod lower;
 pub mod mcp;
 pub mod outcome;
 pub mod pipeline;

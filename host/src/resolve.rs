@@ -224,6 +224,14 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// Whether `other` describes the same object: the same kind, device and inode (its size and times
+    /// may differ). What was opened is held to what was checked with this.
+    pub(crate) fn is_same_object(&self, other: &Entry) -> bool {
+        self.kind == other.kind
+            && self.identity.dev == other.identity.dev
+            && self.identity.ino == other.identity.ino
+    }
+
     /// The entry `metadata` describes.
     pub(crate) fn from_metadata(metadata: &Metadata) -> Entry {
         Entry {

@@ -1,17 +1,17 @@
 //! Path scope: the file a path argument really names, found by resolving it beneath the root.
 //!
 //! [`check_path`] refuses what is wrong in the text of a path (empty, NUL, absolute, `..`), then resolves
-//! it through the root's capability handle one component at a time ([`crate::resolve`]), following each
+//! it through the root's capability handle one component at a time ([`crate::resolve`] over
+//! [`crate::lower`]'s no-follow directory handles), following each
 //! symlink while it stays beneath the root. The answer carries both the name the tool used and the
 //! location it leads to, so the gate can hold the policy to both. Special files (FIFOs, sockets,
 //! devices) and turngate's own state directory are refused here and never opened; so are hard-linked
 //! regular files unless the policy allows them. The per-call view resolves every path the tool opens at
 //! run time the same way, so a symlink swapped in after this check is still caught.
 
-use std::io;
-
+use crate::lower::Lower;
 use crate::resolve::{
-    Entry, EntryKind, Namespace, RelPath, ResolveError, ResolveOptions, has_windows_prefix, resolve,
+    Entry, EntryKind, RelPath, ResolveError, ResolveOptions, has_windows_prefix, resolve,
 };
 use crate::root::{Root, STATE_DIR};
 
@@ -68,36 +68,6 @@ pub enum ScopeError {
     Reserved(String),
 }
 
-/// The real root as a [`Namespace`]: `lstat` and `readlink` through its capability handle.
-pub(crate) struct RootNamespace<'a>(pub(crate) &'a Root);
-
-impl Namespace for RootNamespace<'_> {
-    fn entry(&mut self, path: &RelPath) -> Result<Option<Entry>, ResolveError> {
-        let query = if path.is_root() { "." } else { path.as_str() };
-        match self.0.dir().symlink_metadata(query) {
-            Ok(metadata) => Ok(Some(Entry::from_metadata(&metadata))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(ResolveError::io(path, &e)),
-        }
-    }
-
-    fn link_target(&mut self, path: &RelPath) -> Result<String, ResolveError> {
-        let target = self
-            .0
-            .dir()
-            .read_link_contents(path.as_str())
-            .map_err(|e| ResolveError::io(path, &e))?;
-        target
-            .into_os_string()
-            .into_string()
-            .map_err(|_| ResolveError::Io {
-                path: path.clone(),
-                message: "the symlink's target is not valid UTF-8".into(),
-                kind: io::ErrorKind::InvalidData,
-            })
-    }
-}
-
 /// Splits a path argument into plain components, refusing what is wrong in its text.
 pub(crate) fn lexical_components(path: &str) -> Result<Vec<&str>, ScopeError> {
     if path.is_empty() {
@@ -144,8 +114,14 @@ pub fn check_path(
         follow_final: true,
         missing_allowed: usize::MAX,
     };
+    // The walk goes through directory handles opened one component at a time without following links,
+    // each held to what `lstat` said of it (`crate::lower`), so what is checked is what was walked.
+    let mut real = Lower::new(root.dir().try_clone().map_err(|e| ScopeError::Escapes {
+        prefix: ".".into(),
+        reason: format!("the root cannot be opened again: {e}"),
+    })?);
     let resolution = resolve(
-        &mut RootNamespace(root),
+        &mut real,
         &RelPath::root(),
         components.iter().copied(),
         options,

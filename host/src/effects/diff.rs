@@ -57,10 +57,16 @@ impl ChangeSet {
         if before.size > MAX_DIFF_FILE {
             return Err(format!("{} bytes", before.size));
         }
-        let (file, _) = self
+        let (file, opened) = self
             .lower
             .open_file(&change.path)
             .map_err(|e| e.to_string())?;
+        if change
+            .origin()
+            .is_some_and(|origin| origin.identity != opened.identity)
+        {
+            return Err("it changed since the call read it".into());
+        }
         let mut bytes = Vec::new();
         file.into_std()
             .take(MAX_DIFF_FILE)

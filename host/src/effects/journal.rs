@@ -43,7 +43,7 @@ use crate::audit::now_ms;
 use crate::resolve::{Entry, EntryKind, RelPath};
 use crate::root::Root;
 use crate::test_hooks::crash_point;
-use crate::view::lower::Lower;
+use crate::lower::Lower;
 use crate::view::staging::STAGING_DIR;
 
 /// The log's file name in the state directory.

@@ -22,10 +22,10 @@ use sha2::{Digest, Sha256};
 
 use crate::descriptor::Access;
 use crate::gate::ApprovedPath;
+use crate::lower::Lower;
 use crate::policy::Policy;
 use crate::resolve::{Entry, EntryKind, RelPath};
 use crate::scope::is_reserved;
-use crate::view::lower::Lower;
 use crate::view::staging::{Staged, Staging};
 use crate::view::{Node, Upper};
 
@@ -142,10 +142,22 @@ pub enum EffectError {
     /// The journal could not be used.
     #[error("the journal failed: {0}")]
     Journal(String),
+    /// Something turngate did not make stands where its state directory expects its own file or
+    /// directory (a link, a FIFO, a file with other hard links): it is neither followed nor used.
+    #[error(
+        "`{path}` is {found}, which turngate did not make; it was neither followed nor used: move it out of the way to go on"
+    )]
+    Foreign {
+        /// The entry, relative to the root (`.turngate/...`).
+        path: String,
+        /// What it is.
+        found: String,
+    },
 }
 
 impl EffectError {
-    /// A short, stable name: `outside_approval`, `changed`, `moved`, `not_approved`, `io`, `journal`.
+    /// A short, stable name: `outside_approval`, `changed`, `moved`, `not_approved`, `io`, `journal`,
+    /// `foreign`.
     pub fn kind(&self) -> &'static str {
         match self {
             EffectError::OutsideApproval { .. } => "outside_approval",
@@ -154,6 +166,7 @@ impl EffectError {
             EffectError::NotApproved => "not_approved",
             EffectError::Io { .. } => "io",
             EffectError::Journal(_) => "journal",
+            EffectError::Foreign { .. } => "foreign",
         }
     }
 
@@ -206,7 +219,7 @@ impl ChangeSet {
                 }
                 (Some(kind), node) => {
                     let before = match kind {
-                        EntryKind::File => Some(hash_lower(&path, &mut lower)?),
+                        EntryKind::File => Some(hash_lower(&path, origin, &mut lower)?),
                         _ => None,
                     };
                     match node {
@@ -356,10 +369,24 @@ fn hash_staged(path: &RelPath, staged: &Staged) -> Result<Content, EffectError> 
     hash_reader(file).map_err(|e| EffectError::io(path, &e))
 }
 
-fn hash_lower(path: &RelPath, lower: &mut Lower) -> Result<Content, EffectError> {
-    let (file, _) = lower
+/// The hash of the old content at `path`: the file the view saw there (`origin`), or an error when
+/// another file, or the same one changed, is there now.
+fn hash_lower(
+    path: &RelPath,
+    origin: Option<Entry>,
+    lower: &mut Lower,
+) -> Result<Content, EffectError> {
+    let (file, opened) = lower
         .open_file(path)
         .map_err(|e| EffectError::io(path, &e))?;
+    if let Some(origin) = origin
+        && opened.identity != origin.identity
+    {
+        return Err(EffectError::Changed {
+            path: path.to_string(),
+            detail: "it changed while the call ran".into(),
+        });
+    }
     hash_reader(file.into_std()).map_err(|e| EffectError::io(path, &e))
 }
 

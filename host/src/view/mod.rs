@@ -1,7 +1,7 @@
 //! A call's view of the root: exactly what the gate approved, and every write staged.
 //!
 //! A [`CallView`] is a copy-on-write overlay. The lower layer is the real root, read-only
-//! ([`lower`]); the upper layer is a private staging directory ([`staging`]) plus an in-memory map of
+//! ([`crate::lower`]); the upper layer is a private staging directory ([`staging`]) plus an in-memory map of
 //! every location the call changed: a staged file, a directory it made, or a deletion (a whiteout). A
 //! tool never writes the real root: opening an existing file for writing copies it up, creating a file
 //! stages a new one, deleting records a whiteout. What the call changed is exactly the upper layer,
@@ -24,7 +24,6 @@
 //!
 //! The WASI adapter over this view is `sandbox/filesystem.rs`; nothing here knows about wasmtime.
 
-pub(crate) mod lower;
 pub(crate) mod staging;
 
 use std::collections::{BTreeMap, HashMap};
@@ -41,8 +40,8 @@ use crate::resolve::{
 };
 use crate::scope::is_reserved;
 
-use self::lower::Lower;
 use self::staging::{Quota, Staged, Staging};
+use crate::lower::Lower;
 
 /// One path the gate approved for a call: the location it resolved to, and the access the tool declared.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,11 +217,45 @@ enum Need {
     Create,
 }
 
-/// A call's view of the root.
-pub(crate) struct CallView {
+/// What a call was approved for: its tool, the policy and the gate's grants. It decides what exists for
+/// the call in the real root; what the call made itself is decided by the view.
+struct Approval {
     tool: String,
     policy: Policy,
     grants: Vec<Grant>,
+}
+
+impl Approval {
+    fn within_grant(&self, location: &RelPath, write: bool) -> bool {
+        self.grants
+            .iter()
+            .any(|g| (!write || g.access == Access::Write) && location.is_within(&g.location))
+    }
+
+    /// Whether a grant lies at or beneath `location` (so the call may walk through it).
+    fn leads_to_grant(&self, location: &RelPath) -> bool {
+        self.grants.iter().any(|g| g.location.is_within(location))
+    }
+
+    fn policy_allows(&self, location: &RelPath, access: Access) -> bool {
+        self.policy
+            .check(&self.tool, location.to_policy_path(), access)
+            .is_allow()
+    }
+
+    /// Whether what the real root holds at `location` exists for the call: the root, a directory on
+    /// the way to a grant, or a location within a grant that the policy lets the tool read. Anything
+    /// else is absent, whatever is there, so no operation can tell a hidden name from a missing one.
+    fn shows(&self, location: &RelPath) -> bool {
+        location.is_root()
+            || self.leads_to_grant(location)
+            || (self.within_grant(location, false) && self.policy_allows(location, Access::Read))
+    }
+}
+
+/// A call's view of the root.
+pub(crate) struct CallView {
+    approval: Approval,
     writable: bool,
     allow_hard_links: bool,
     lower: Lower,
@@ -251,9 +284,11 @@ impl CallView {
             && grants.iter().any(|g| g.access == Access::Write)
             && policy.may_write_somewhere(tool);
         CallView {
-            tool: tool.to_owned(),
-            policy: policy.clone(),
-            grants,
+            approval: Approval {
+                tool: tool.to_owned(),
+                policy: policy.clone(),
+                grants,
+            },
             writable,
             allow_hard_links: policy.allows_hard_links(),
             lower: Lower::new(root),
@@ -319,25 +354,28 @@ impl CallView {
                 write: request.write,
             }));
         };
-        if request.create && request.exclusive {
-            return Err(ViewError::Exist);
-        }
         let location = resolution.location.clone();
         match entry.kind {
             EntryKind::Dir => {
+                self.authorize(&parsed.name, &resolution, Need::Traverse)?;
+                if request.create && request.exclusive {
+                    return Err(ViewError::Exist);
+                }
                 if request.write || request.truncate {
                     return Err(ViewError::IsDirectory);
                 }
-                self.authorize(&parsed.name, &resolution, Need::Traverse)?;
                 Ok(Opened::Dir(location))
             }
             EntryKind::File => {
-                if request.directory || parsed.trailing_slash {
-                    return Err(ViewError::NotDirectory);
-                }
                 let writes = request.write || request.truncate;
                 let need = if writes { Need::Write } else { Need::Read };
                 self.authorize(&parsed.name, &resolution, need)?;
+                if request.create && request.exclusive {
+                    return Err(ViewError::Exist);
+                }
+                if request.directory || parsed.trailing_slash {
+                    return Err(ViewError::NotDirectory);
+                }
                 let staged = match self.nodes.get(&location) {
                     Some(Node::File(staged)) => Some(staged.clone()),
                     _ if writes => Some(self.copy_up(&location, &entry, request.truncate)?),
@@ -353,13 +391,19 @@ impl CallView {
                     }
                     None => {
                         self.check_links(&entry)?;
-                        let (file, _) = self.lower.open_file(&location).map_err(|e| {
+                        let (file, opened) = self.lower.open_file(&location).map_err(|e| {
                             if e.kind() == io::ErrorKind::InvalidInput {
                                 ViewError::NotPermitted
                             } else {
                                 ViewError::from(e)
                             }
                         })?;
+                        // What was opened must be what was checked: a name swapped between the lookup
+                        // and the open (say, to a hard link of a file outside the root) is refused.
+                        if !opened.is_same_object(&entry) {
+                            return Err(ViewError::Busy);
+                        }
+                        self.check_links(&opened)?;
                         (Arc::new(file.into_std()), None)
                     }
                 };
@@ -370,8 +414,18 @@ impl CallView {
                     write: request.write,
                 }))
             }
-            EntryKind::Symlink => Err(ViewError::Loop),
-            _ => Err(ViewError::NotPermitted),
+            EntryKind::Symlink => {
+                self.authorize(&parsed.name, &resolution, Need::Read)?;
+                Err(if request.create && request.exclusive {
+                    ViewError::Exist
+                } else {
+                    ViewError::Loop
+                })
+            }
+            _ => {
+                self.authorize(&parsed.name, &resolution, Need::Read)?;
+                Err(ViewError::NotPermitted)
+            }
         }
     }
 
@@ -445,6 +499,8 @@ impl CallView {
         let parsed = GuestPath::parse(base, path)?;
         let resolution = self.resolve(base, &parsed, false, 1)?;
         if resolution.entry.is_some() {
+            // Only what the call may see can be said to exist.
+            self.authorize(&parsed.name, &resolution, Need::Traverse)?;
             return Err(ViewError::Exist);
         }
         self.authorize(&parsed.name, &resolution, Need::Create)?;
@@ -616,6 +672,7 @@ impl CallView {
         missing_allowed: usize,
     ) -> Result<Resolution, ViewError> {
         let mut merged = Merged {
+            approval: &self.approval,
             nodes: &self.nodes,
             observed: &mut self.observed,
             lower: &mut self.lower,
@@ -642,6 +699,7 @@ impl CallView {
     /// What is at `location` in the merged layers.
     fn entry(&mut self, location: &RelPath) -> Result<Option<Entry>, ViewError> {
         let mut merged = Merged {
+            approval: &self.approval,
             nodes: &self.nodes,
             observed: &mut self.observed,
             lower: &mut self.lower,
@@ -696,40 +754,28 @@ impl CallView {
             && self.observed.get(location).copied().flatten().is_none()
     }
 
-    fn within_grant(&self, location: &RelPath, write: bool) -> bool {
-        self.grants
-            .iter()
-            .any(|g| (!write || g.access == Access::Write) && location.is_within(&g.location))
-    }
-
     /// A directory the tool may walk through: on the way to a grant, or a visible one.
     fn traversable(&self, location: &RelPath) -> bool {
-        self.grants.iter().any(|g| g.location.is_within(location)) || self.readable(location)
+        self.approval.leads_to_grant(location) || self.readable(location)
     }
 
     fn readable(&self, location: &RelPath) -> bool {
         self.is_own(location)
-            || (self.within_grant(location, false)
-                && self
-                    .policy
-                    .check(&self.tool, location.to_policy_path(), Access::Read)
-                    .is_allow())
+            || (self.approval.within_grant(location, false)
+                && self.approval.policy_allows(location, Access::Read))
     }
 
     fn write_allowed(&self, location: &RelPath) -> bool {
         self.is_own(location)
-            || (self.within_grant(location, true)
-                && self
-                    .policy
-                    .check(&self.tool, location.to_policy_path(), Access::Write)
-                    .is_allow())
+            || (self.approval.within_grant(location, true)
+                && self.approval.policy_allows(location, Access::Write))
     }
 
     /// Whether the tool may make something new at `location`: where it may write, next to a path it may
     /// write (a temporary file), or on the way to one (`mkdir -p`).
     fn create_allowed(&self, location: &RelPath) -> bool {
         self.write_allowed(location)
-            || self.grants.iter().any(|g| {
+            || self.approval.grants.iter().any(|g| {
                 g.access == Access::Write
                     && (g.location.parent() == location.parent() || g.location.is_within(location))
             })
@@ -766,20 +812,20 @@ impl CallView {
             Need::Write | Need::Create => Access::Write,
         };
         let temporary = need == Need::Create && !self.write_allowed(location);
-        if name != location && !temporary && !self.is_own(location) {
-            let verdict = self.policy.check(&self.tool, name.to_policy_path(), access);
-            if !verdict.is_allow() && need != Need::Traverse {
-                return Err(ViewError::NoEntry);
-            }
+        if name != location
+            && !temporary
+            && !self.is_own(location)
+            && need != Need::Traverse
+            && !self.approval.policy_allows(name, access)
+        {
+            return Err(ViewError::NoEntry);
         }
-        for hop in &resolution.hops {
-            if !self
-                .policy
-                .check(&self.tool, hop.to_policy_path(), Access::Read)
-                .is_allow()
-            {
-                return Err(ViewError::NoEntry);
-            }
+        if !resolution
+            .hops
+            .iter()
+            .all(|hop| self.approval.policy_allows(hop, Access::Read))
+        {
+            return Err(ViewError::NoEntry);
         }
         Ok(())
     }
@@ -842,8 +888,10 @@ impl CallView {
     }
 }
 
-/// The merged layers as a [`Namespace`] for the resolver.
+/// The merged layers as a [`Namespace`] for the resolver: the call's own nodes over what the real root
+/// holds where the approval shows it.
 struct Merged<'a> {
+    approval: &'a Approval,
     nodes: &'a BTreeMap<RelPath, Node>,
     observed: &'a mut HashMap<RelPath, Option<Entry>>,
     lower: &'a mut Lower,
@@ -876,18 +924,18 @@ impl Namespace for Merged<'_> {
             Some(Some(entry)) if entry.kind == EntryKind::Dir => return Ok(Some(*entry)),
             _ => {}
         }
-        let entry = self
-            .lower
-            .entry(location)
-            .map_err(|e| ResolveError::io(location, &e))?;
+        // What the approval does not show is never looked at: it is absent, like a missing name.
+        let entry = if self.approval.shows(location) {
+            Namespace::entry(self.lower, location)?
+        } else {
+            None
+        };
         self.observed.entry(location.clone()).or_insert(entry);
         Ok(entry)
     }
 
     fn link_target(&mut self, location: &RelPath) -> Result<String, ResolveError> {
-        self.lower
-            .link_target(location)
-            .map_err(|e| ResolveError::io(location, &e))
+        Namespace::link_target(self.lower, location)
     }
 }
 

@@ -1,26 +1,31 @@
-//! The lower layer of a view: the real root, read through directory handles opened without following
-//! symlinks.
+//! The real root, read through directory handles opened without following symlinks: the lower layer of
+//! every call's view, and what the gate's scope check and the journal's checks walk.
 //!
 //! Every operation takes a location that the resolver already walked, opens (or reuses) the handle of
 //! its parent directory one component at a time with `O_NOFOLLOW`, and acts on a single name inside it.
 //! So a symlink swapped into the middle of a path after it was resolved makes the operation fail instead
-//! of redirecting it, and nothing is ever opened beyond what the location names. Files are opened
-//! read-only, with `O_NONBLOCK` (a FIFO swapped in cannot block the open), and checked to be regular
-//! files before they are used. This layer never writes.
+//! of redirecting it, and nothing is ever opened beyond what the location names. What is opened is held
+//! to what was looked at: a directory handle must be the directory `lstat` reported at that location
+//! (and, once open, the handle is what the location means), and a file is returned with its own `fstat`
+//! for the caller to compare. Files are opened read-only, with `O_NONBLOCK` (a FIFO swapped in cannot
+//! block the open), and checked to be regular files before they are used. This layer never writes.
 
 use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
-use cap_std::fs::{Dir, File, OpenOptions, OpenOptionsExt};
+use cap_std::fs::{Dir, File, MetadataExt, OpenOptions, OpenOptionsExt};
 
-use crate::resolve::{Entry, EntryKind, RelPath};
+use crate::resolve::{Entry, EntryKind, Namespace, RelPath, ResolveError};
 
 /// The real root, with a cache of the directory handles opened beneath it.
 pub(crate) struct Lower {
     root: Arc<Dir>,
     dirs: HashMap<RelPath, Arc<Dir>>,
+    /// The device and inode `lstat` reported for each directory looked at before its handle was opened:
+    /// the handle opened later must be that directory.
+    looked_at: HashMap<RelPath, (u64, u64)>,
 }
 
 impl Lower {
@@ -28,6 +33,7 @@ impl Lower {
         Lower {
             root: Arc::new(root),
             dirs: HashMap::new(),
+            looked_at: HashMap::new(),
         }
     }
 
@@ -41,22 +47,42 @@ impl Lower {
         }
         let parent = self.dir(&location.parent().unwrap_or_default())?;
         let name = location.file_name().unwrap_or(".");
-        let dir = Arc::new(parent.open_dir_nofollow(name)?);
+        let dir = parent.open_dir_nofollow(name)?;
+        if let Some(&looked_at) = self.looked_at.get(location) {
+            let opened = dir.dir_metadata()?;
+            if (opened.dev(), opened.ino()) != looked_at {
+                return Err(io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    format!("`{location}` was replaced while it was in use"),
+                ));
+            }
+        }
+        let dir = Arc::new(dir);
         self.dirs.insert(location.clone(), dir.clone());
         Ok(dir)
     }
 
     /// `lstat` of `location`; `None` when nothing is there (or a component on the way is not a directory).
+    /// A directory whose handle is open is described by the handle's own `fstat`.
     pub(crate) fn entry(&mut self, location: &RelPath) -> io::Result<Option<Entry>> {
         let result = match location.parent() {
             None => self.root.dir_metadata(),
+            Some(_) if self.dirs.contains_key(location) => self.dirs[location].dir_metadata(),
             Some(parent) => match self.dir(&parent) {
                 Ok(dir) => dir.symlink_metadata(location.file_name().unwrap_or(".")),
                 Err(e) => Err(e),
             },
         };
         match result {
-            Ok(metadata) => Ok(Some(Entry::from_metadata(&metadata))),
+            Ok(metadata) => {
+                let entry = Entry::from_metadata(&metadata);
+                if entry.kind == EntryKind::Dir && !location.is_root() {
+                    self.looked_at
+                        .entry(location.clone())
+                        .or_insert((entry.identity.dev, entry.identity.ino));
+                }
+                Ok(Some(entry))
+            }
             Err(e)
                 if matches!(
                     e.kind(),
@@ -79,7 +105,8 @@ impl Lower {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "symlink target is not UTF-8"))
     }
 
-    /// Opens the regular file at `location` for reading. Refuses anything else without blocking.
+    /// Opens the regular file at `location` for reading, answering the opened file's own `fstat`, which
+    /// the caller holds to what it checked. Refuses anything else without blocking.
     pub(crate) fn open_file(&mut self, location: &RelPath) -> io::Result<(File, Entry)> {
         crate::test_hooks::block_open(location.as_str());
         let parent = self.dir(&location.parent().unwrap_or_default())?;
@@ -138,6 +165,16 @@ impl Lower {
             entries.push((name.to_owned(), kind));
         }
         Ok(entries)
+    }
+}
+
+impl Namespace for Lower {
+    fn entry(&mut self, location: &RelPath) -> Result<Option<Entry>, ResolveError> {
+        Lower::entry(self, location).map_err(|e| ResolveError::io(location, &e))
+    }
+
+    fn link_target(&mut self, location: &RelPath) -> Result<String, ResolveError> {
+        Lower::link_target(self, location).map_err(|e| ResolveError::io(location, &e))
     }
 }
 
