@@ -3,11 +3,11 @@
 //! variables are read once.
 //!
 //! * `TURNGATE_TEST_CRASH_AT=<point>` aborts the process at that point of an apply
-//!   (`effects/journal.rs`): `intent` (the intent written, not yet durable), `durable` (the intent and
+//!   (`effects/journal/apply.rs`): `intent` (the intent written, not yet durable), `durable` (the intent and
 //!   pre-images on disk, nothing moved), `moved-one` (the first change in place), `moved-all` (every
 //!   change in place, not yet marked applied).
 //! * `TURNGATE_TEST_BLOCK_OPEN=<location>` makes the view's open of that file block for a minute, as a
-//!   host call on a hung filesystem would (`view/lower.rs`).
+//!   host call on a hung filesystem would (`lower.rs`).
 //! * `TURNGATE_TEST_WORKER_CRASH_AT=<point>[@<n>]` aborts a worker the n-th time (the first without
 //!   `@n`) it reaches that point of a job (`worker/run.rs`): `before-call` (a call looked up in the
 //!   journal, not found, about to run), `after-apply` (every call of the job answered and applied,

@@ -1,7 +1,8 @@
 //! `turngate journal` and `turngate undo`: the root's journal of applied calls, read and reversed.
 //!
 //! `journal` prints one JSON object per applied call, oldest first: `{"seq", "call_id", "turn", "tool",
-//! "time_ms", "time", "state": "applied"|"undone", "changes": [{"path", "kind", "before", "after"}]}`.
+//! "time_ms", "time", "state": "applied"|"undone", "changes": [{"path", "kind", "before", "after"}]}`,
+//! with `"damage"` naming what the journal cannot vouch for (a damaged record, a missing pre-image).
 //! `undo` restores what one call (`--last`, `--call ID`) or a whole turn (`--turn ID`) changed and
 //! prints the calls it undid the same way.
 
@@ -46,15 +47,17 @@ pub fn undo(root: &Root, target: &UndoTarget, out: &mut impl Write) -> anyhow::R
             }
             Ok(UndoEnd::Restored)
         }
-        Err(error @ (UndoError::Changed { .. } | UndoError::NothingToUndo(_))) => {
-            Ok(UndoEnd::Refused(error.to_string()))
-        }
+        Err(
+            error @ (UndoError::Changed { .. }
+            | UndoError::NothingToUndo(_)
+            | UndoError::Damaged { .. }),
+        ) => Ok(UndoEnd::Refused(error.to_string())),
         Err(error) => Err(error.into()),
     }
 }
 
 fn entry_json(entry: &JournalEntry) -> Value {
-    json!({
+    let mut json = json!({
         "seq": entry.seq,
         "call_id": entry.call_id,
         "turn": entry.turn,
@@ -63,7 +66,11 @@ fn entry_json(entry: &JournalEntry) -> Value {
         "time": rfc3339(entry.time_ms),
         "state": entry.state,
         "changes": entry.changes,
-    })
+    });
+    if let Some(damage) = &entry.damage {
+        json["damage"] = json!(damage);
+    }
+    json
 }
 
 /// Milliseconds since the Unix epoch as an RFC 3339 UTC timestamp.

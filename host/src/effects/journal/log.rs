@@ -1,0 +1,299 @@
+//! The log, `journal.jsonl`: events appended one per line, folded into the journal's calls, rewritten
+//! whole by pruning, and kept aside when damaged.
+//!
+//! A line is `{"seq", "event"}`, with the call for an intent (`"call": {...}`) and `"damage"` when the
+//! journal marked the call as one it cannot vouch for. A last line without its newline was being
+//! written when its writer died and was never durable: it is cut off. Any other line that does not
+//! parse is damage: the log as it was is copied to `damaged/` for the user, every call the damaged
+//! line could have been about (each whose intent came before it, and any whose intent was lost, with
+//! the number, call ID, turn and tool that can still be read of it) is marked damaged (it cannot be
+//! undone, and says why), and the log is rewritten from what could be read, so new calls apply again.
+
+use std::collections::BTreeMap;
+use std::io::{self, Read, Seek, Write};
+
+use cap_std::fs::MetadataExt;
+use serde::{Deserialize, Serialize};
+
+use super::state::{self, Mode};
+use super::{
+    CallState, DAMAGED_DIR, Journal, JournalChange, JournalEntry, LOG_FILE, journal_error,
+};
+use crate::audit::now_ms;
+use crate::effects::EffectError;
+use crate::root::STATE_DIR;
+
+/// One line of the log.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct Event {
+    seq: u64,
+    event: CallState,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    call: Option<EventCall>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    damage: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct EventCall {
+    call_id: Option<String>,
+    turn: Option<String>,
+    tool: String,
+    time_ms: u64,
+    changes: Vec<JournalChange>,
+    output: Option<String>,
+}
+
+/// The intent line of `entry` (with `state` as its event).
+pub(super) fn entry_event(entry: &JournalEntry, state: CallState) -> Event {
+    Event {
+        seq: entry.seq,
+        event: state,
+        call: Some(EventCall {
+            call_id: entry.call_id.clone(),
+            turn: entry.turn.clone(),
+            tool: entry.tool.clone(),
+            time_ms: entry.time_ms,
+            changes: entry.changes.clone(),
+            output: entry.output.clone(),
+        }),
+        damage: entry.damage.clone(),
+    }
+}
+
+/// The line that moves call `seq` to `state`.
+pub(super) fn state_event(seq: u64, state: CallState) -> Event {
+    Event {
+        seq,
+        event: state,
+        call: None,
+        damage: None,
+    }
+}
+
+/// Folds one event into `calls`; answers whether the event was about a call the log had not
+/// introduced (its intent missing).
+fn fold(calls: &mut BTreeMap<u64, JournalEntry>, event: Event) -> bool {
+    match event.call {
+        Some(call) => {
+            calls.insert(
+                event.seq,
+                JournalEntry {
+                    seq: event.seq,
+                    call_id: call.call_id,
+                    turn: call.turn,
+                    tool: call.tool,
+                    time_ms: call.time_ms,
+                    changes: call.changes,
+                    output: call.output,
+                    state: event.event,
+                    damage: event.damage,
+                },
+            );
+            false
+        }
+        None => match calls.get_mut(&event.seq) {
+            Some(entry) => {
+                entry.state = event.event;
+                if event.damage.is_some() {
+                    entry.damage = event.damage;
+                }
+                false
+            }
+            None => true,
+        },
+    }
+}
+
+impl Journal {
+    /// Folds whatever other processes appended since the last look (or everything, after a rewrite by
+    /// another process replaced the log); a damaged log is kept aside and rewritten. Called with the
+    /// lock held.
+    pub(super) fn refresh(&mut self) -> Result<(), EffectError> {
+        let on_disk = self
+            .state
+            .symlink_metadata(LOG_FILE)
+            .map_err(|e| journal_error("cannot stat the log", e))?;
+        if on_disk.ino() != self.log_ino {
+            self.reopen_log()?;
+            self.calls.clear();
+            self.log_read = 0;
+        }
+        let text = self.read_log_from(self.log_read)?;
+        let mut events = Vec::new();
+        for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            match serde_json::from_slice::<Event>(line) {
+                Ok(event) => events.push(event),
+                Err(_) => return self.keep_damaged_aside(),
+            }
+        }
+        for event in events {
+            fold(&mut self.calls, event);
+        }
+        self.log_read += text.len() as u64;
+        Ok(())
+    }
+
+    /// The complete lines of the log from `offset` on. A last line without its newline was being
+    /// written when its writer died, and was never durable: it is cut off the log.
+    fn read_log_from(&mut self, offset: u64) -> Result<Vec<u8>, EffectError> {
+        let length = self
+            .log
+            .metadata()
+            .map_err(|e| journal_error("cannot stat the log", e))?
+            .len();
+        if length <= offset {
+            return Ok(Vec::new());
+        }
+        let mut text = Vec::new();
+        self.log
+            .seek(io::SeekFrom::Start(offset))
+            .and_then(|_| (&self.log).take(length - offset).read_to_end(&mut text))
+            .map_err(|e| journal_error("cannot read the log", e))?;
+        let complete = text
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |at| at + 1);
+        if complete < text.len() {
+            self.log
+                .set_len(offset + complete as u64)
+                .map_err(|e| journal_error("cannot trim the log", e))?;
+            text.truncate(complete);
+        }
+        Ok(text)
+    }
+
+    /// Copies the log as it is to `damaged/`, folds every line that still parses, marks the calls a
+    /// damaged line may have been about, and rewrites the log from that.
+    fn keep_damaged_aside(&mut self) -> Result<(), EffectError> {
+        let text = self.read_log_from(0)?;
+        let damaged_dir = state::open_own_dir(&self.state, STATE_DIR, DAMAGED_DIR)?;
+        let (mut kept, name) =
+            state::create_exclusive(&damaged_dir, &format!("journal-{}", now_ms()), ".jsonl")
+                .map_err(|e| journal_error("cannot keep the damaged log aside", e))?;
+        kept.write_all(&text)
+            .and_then(|()| kept.sync_all())
+            .map_err(|e| journal_error("cannot keep the damaged log aside", e))?;
+        let aside = format!("{STATE_DIR}/{DAMAGED_DIR}/{name}");
+        let note = format!(
+            "the journal's record of this call was damaged (the log as it was is kept in `{aside}`)"
+        );
+        let mut calls = BTreeMap::new();
+        for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            match serde_json::from_slice::<Event>(line) {
+                Ok(event) => {
+                    let (seq, state) = (event.seq, event.event);
+                    if fold(&mut calls, event) {
+                        calls.insert(seq, placeholder(seq, state, &note));
+                    }
+                }
+                // The line could have been about any call introduced before it, or introduce one.
+                Err(_) => {
+                    for call in calls.values_mut() {
+                        call.damage.get_or_insert_with(|| note.clone());
+                    }
+                    if let Some(call) = salvage(line, &note) {
+                        calls.entry(call.seq).or_insert(call);
+                    }
+                }
+            }
+        }
+        self.calls = calls;
+        self.rewrite()
+    }
+
+    /// Appends one event; `durable` makes it reach the disk before returning.
+    pub(super) fn append(&mut self, event: &Event, durable: bool) -> Result<(), EffectError> {
+        let mut line = serde_json::to_vec(event).map_err(|e| journal_error("encoding", e))?;
+        line.push(b'\n');
+        self.log
+            .write_all(&line)
+            .map_err(|e| journal_error("cannot write the log", e))?;
+        if durable {
+            self.log
+                .sync_data()
+                .map_err(|e| journal_error("cannot sync the log", e))?;
+        }
+        self.log_read += line.len() as u64;
+        Ok(())
+    }
+
+    /// Replaces the log with one written from the journal's calls: a new file with a random name,
+    /// created exclusively, made durable, then renamed over the log.
+    pub(super) fn rewrite(&mut self) -> Result<(), EffectError> {
+        let mut text = String::new();
+        for call in self.calls.values() {
+            text.push_str(
+                &serde_json::to_string(&entry_event(call, CallState::Intent)).unwrap_or_default(),
+            );
+            text.push('\n');
+            if call.state != CallState::Intent {
+                text.push_str(
+                    &serde_json::to_string(&state_event(call.seq, call.state)).unwrap_or_default(),
+                );
+                text.push('\n');
+            }
+        }
+        let write = || -> io::Result<()> {
+            let (mut file, temp) = state::create_temporary(&self.state, LOG_FILE)?;
+            file.write_all(text.as_bytes())?;
+            file.sync_all()?;
+            self.state.rename(&temp, &self.state, LOG_FILE)?;
+            super::moves::sync_dir(&self.state)
+        };
+        write().map_err(|e| journal_error("cannot rewrite the log", e))?;
+        self.reopen_log()
+    }
+
+    fn reopen_log(&mut self) -> Result<(), EffectError> {
+        self.log = state::open_own_file(&self.state, STATE_DIR, LOG_FILE, Mode::Append)?;
+        let metadata = self
+            .log
+            .metadata()
+            .map_err(|e| journal_error("cannot stat the log", e))?;
+        self.log_ino = std::os::unix::fs::MetadataExt::ino(&metadata);
+        self.log_read = metadata.len();
+        Ok(())
+    }
+}
+
+/// A call the log lost the intent of: known only by its number and its last state.
+fn placeholder(seq: u64, state: CallState, note: &str) -> JournalEntry {
+    JournalEntry {
+        seq,
+        call_id: None,
+        turn: None,
+        tool: String::new(),
+        time_ms: 0,
+        changes: Vec::new(),
+        output: None,
+        state,
+        damage: Some(note.to_owned()),
+    }
+}
+
+/// What can still be read of a damaged intent line (its number, and the call ID, turn and tool when
+/// their whole value is there), as a damaged call; `None` when the line names no call.
+fn salvage(line: &[u8], note: &str) -> Option<JournalEntry> {
+    let text = String::from_utf8_lossy(line);
+    if !text.contains("\"call\":{") {
+        return None;
+    }
+    let seq = text
+        .split_once("\"seq\":")?
+        .1
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let string = |key: &str| {
+        let rest = text.split_once(&format!("\"{key}\":\""))?.1;
+        let (value, _) = rest.split_once('"')?;
+        (!value.contains('\\')).then(|| value.to_owned())
+    };
+    let mut call = placeholder(seq, CallState::Intent, note);
+    call.call_id = string("call_id");
+    call.turn = string("turn");
+    call.tool = string("tool").unwrap_or_default();
+    Some(call)
+}

@@ -1,0 +1,144 @@
+//! Settling what a crashed process left: calls whose intent has no ending, undos cut half-way, and the
+//! files dead processes staged.
+//!
+//! A call whose every change is in place is marked applied (and can be undone); any other is rolled back
+//! from its pre-images; an unfinished undo is finished. So after a crash each file holds its old or its
+//! new content, and every effect that survived can be undone.
+
+use std::collections::BTreeSet;
+
+use cap_std::fs::Dir;
+
+use super::log::state_event;
+use super::undo::{current_io, matches_after, pre_image_matches};
+use super::{CallState, Journal, JournalChange, JournalEntry, journal_error};
+use crate::effects::{ChangeKind, EffectError};
+use crate::lower::Lower;
+use crate::root::Root;
+use crate::view::staging::STAGING_DIR;
+
+impl Journal {
+    /// Settles calls a crashed process left half-done. Called with the lock held.
+    pub(super) fn recover(&mut self, root: &Root) -> Result<(), EffectError> {
+        let open: Vec<JournalEntry> = self
+            .calls
+            .values()
+            .filter(|c| matches!(c.state, CallState::Intent | CallState::Undo))
+            .cloned()
+            .collect();
+        if !open.is_empty() {
+            let mut fresh = Lower::new(
+                root.dir()
+                    .try_clone()
+                    .map_err(|e| journal_error("cannot open the root", e))?,
+            );
+            for call in open {
+                let state = self.settle(&mut fresh, &call);
+                self.append(&state_event(call.seq, state), true)?;
+                if let Some(entry) = self.calls.get_mut(&call.seq) {
+                    entry.state = state;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Settles one unfinished call: an intent whose every change is in place is applied, any other is
+    /// rolled back; an unfinished undo is finished.
+    fn settle(&self, fresh: &mut Lower, call: &JournalEntry) -> CallState {
+        // Entries the call itself made: a directory it made may hold them.
+        let made: BTreeSet<&str> = call
+            .changes
+            .iter()
+            .filter(|c| matches!(c.kind, ChangeKind::Create | ChangeKind::MakeDir))
+            .map(|c| c.path.as_str())
+            .collect();
+        let gone = |child: &str| made.contains(child);
+        // A replace cut inside `exchange`'s fallback left the old file under `<pre>.old`: finish its
+        // last step first, so the old file is where the journal says it is.
+        for change in &call.changes {
+            if let (ChangeKind::Replace, Some(pre)) = (change.kind, &change.pre) {
+                let aside = format!("{pre}.old");
+                if self.pre.symlink_metadata(&aside).is_ok() {
+                    let _ = self.pre.rename(&aside, &self.pre, pre);
+                }
+            }
+        }
+        if call.state == CallState::Undo {
+            for change in call.changes.iter().rev() {
+                if let Ok(now) = current_io(fresh, &change.path) {
+                    let nothing_left = |_: &str| false;
+                    if matches_after(&now, change, &self.pre, &nothing_left).is_ok() {
+                        let _ = self.put_back(fresh, change);
+                    }
+                }
+            }
+            return CallState::Undone;
+        }
+        let in_place: Vec<bool> = call
+            .changes
+            .iter()
+            .map(|change| {
+                current_io(fresh, &change.path)
+                    .map(|now| {
+                        matches_after(&now, change, &self.pre, &gone).is_ok()
+                            && moved(change, &self.pre)
+                    })
+                    .unwrap_or(false)
+            })
+            .collect();
+        if in_place.iter().all(|done| *done) {
+            return CallState::Applied;
+        }
+        for (change, done) in call.changes.iter().zip(&in_place).rev() {
+            if *done {
+                let _ = self.put_back(fresh, change);
+            } else if change.kind == ChangeKind::Replace
+                && let Some(pre) = &change.pre
+            {
+                let _ = self.pre.remove_file(pre);
+            }
+        }
+        CallState::RolledBack
+    }
+}
+
+/// Whether a change that removes or replaces has put its old entry in `pre/` (a replace whose `pre/`
+/// entry still holds the new content had not traded places yet).
+fn moved(change: &JournalChange, pre: &Dir) -> bool {
+    match (&change.kind, &change.pre) {
+        (ChangeKind::Replace, Some(_)) => pre_image_matches(pre, change).is_ok(),
+        (ChangeKind::Delete | ChangeKind::RemoveDir, Some(name)) => {
+            pre.symlink_metadata(name).is_ok()
+        }
+        _ => true,
+    }
+}
+
+/// Removes what processes that no longer exist left in the staging directory: their staged files
+/// (`<pid>-...`), and their staging directories (where earlier versions staged).
+pub(super) fn remove_dead_staging(state: &Dir) {
+    let Ok(staging) = cap_fs_ext::DirExt::open_dir_nofollow(state, STAGING_DIR) else {
+        return;
+    };
+    let Ok(entries) = staging.entries() else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .split('-')
+            .next()
+            .and_then(|p| p.parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw);
+        let alive = pid.is_some_and(|pid| rustix::process::test_kill_process(pid).is_ok());
+        if alive {
+            continue;
+        }
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = staging.remove_dir_all(&name);
+        } else {
+            let _ = staging.remove_file(&name);
+        }
+    }
+}

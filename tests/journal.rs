@@ -1,0 +1,269 @@
+//! The journal does not trust its own state directory: what is planted there is never followed, a
+//! damaged log is kept aside without stopping later writes, and undo refuses what it cannot vouch for.
+//!
+//! Each test names the protection it shows; removing that protection makes it fail (see the note of the
+//! issue that introduced them for how each was checked).
+
+// The tests play someone who plants and removes entries in the state directory: they use the std::fs
+// calls the library may not.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use common::{Workspace, bundled};
+use serde_json::json;
+use turngate::effects::EffectError;
+use turngate::effects::journal::{Journal, JournalEntry, Retention, UndoError, UndoTarget};
+use turngate::{CallContext, Effects, Policy};
+
+/// Writes `content` to `path` as call `id`, through `effects` (one journal for the whole test).
+fn write(ws: &Workspace, effects: &Effects, id: &str, path: &str, content: &str) {
+    let policy = Policy::allow_all();
+    let mut context = CallContext::new(&ws.root, &policy, effects);
+    context.call_id = Some(id.into());
+    let input = json!({"path": path, "content": content}).to_string();
+    let outcome = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(bundled().call_in(&mut context, "write_file", &input));
+    assert!(outcome.result.is_ok(), "{id}: {:?}", outcome.result);
+}
+
+fn state(ws: &Workspace) -> PathBuf {
+    ws.root_path().join(".turngate")
+}
+
+fn open(ws: &Workspace) -> Result<Journal, EffectError> {
+    Journal::open(&ws.root, Retention::default())
+}
+
+fn undo(ws: &Workspace, id: &str) -> Result<Vec<u64>, UndoError> {
+    open(ws)
+        .unwrap()
+        .undo(&ws.root, &UndoTarget::Call(id.into()))
+        .map(|undone| undone.calls.iter().map(|c| c.seq).collect())
+}
+
+fn entry(entries: &[JournalEntry], id: &str) -> JournalEntry {
+    entries
+        .iter()
+        .find(|e| e.call_id.as_deref() == Some(id))
+        .unwrap_or_else(|| panic!("no entry for {id}: {entries:?}"))
+        .clone()
+}
+
+fn foreign_path(error: EffectError) -> String {
+    match error {
+        EffectError::Foreign { path, .. } => path,
+        other => panic!("expected a refusal of something foreign, got {other:?}"),
+    }
+}
+
+#[test]
+fn temporary_log_names_planted_as_links_are_never_written_through() {
+    // The issue's probe: links named like the log's temporary file for the coming process IDs, in place
+    // before a call passes the retention bound and the log is rewritten.
+    let ws = Workspace::new();
+    let effects = Effects::new(Retention {
+        max_calls: 3,
+        max_bytes: u64::MAX,
+    });
+    write(&ws, &effects, "c0", "notes.txt", "zero");
+    let target = ws.outside_path().join("secret.txt");
+    let pid = std::process::id();
+    for planted in pid.saturating_sub(50)..pid + 50 {
+        symlink(
+            &target,
+            state(&ws).join(format!("journal.jsonl.{planted}.tmp")),
+        )
+        .unwrap();
+    }
+    for round in 1..8 {
+        write(
+            &ws,
+            &effects,
+            &format!("c{round}"),
+            "notes.txt",
+            &format!("round {round}"),
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "outside secret\n",
+        "nothing was written through a link"
+    );
+    let log = state(&ws).join("journal.jsonl");
+    assert!(log.symlink_metadata().unwrap().file_type().is_file());
+    let entries = open(&ws).unwrap().entries().unwrap();
+    assert!(entries.len() <= 3, "pruned: {entries:?}");
+    assert_eq!(entries.last().unwrap().call_id.as_deref(), Some("c7"));
+}
+
+#[test]
+fn a_link_fifo_or_hard_link_where_the_journal_keeps_its_files_is_refused_by_name() {
+    let ws = Workspace::new();
+    let effects = Effects::new(Retention::default());
+    write(&ws, &effects, "c1", "notes.txt", "one");
+    let outside = ws.outside_path().join("secret.txt");
+    let make_fifo = |path: &Path| {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap()
+    };
+    type Plant<'a> = Box<dyn Fn(&Path) + 'a>;
+    let plants: Vec<(&str, Plant)> = vec![
+        (
+            "journal.jsonl",
+            Box::new(|p: &Path| symlink(&outside, p).unwrap()),
+        ),
+        (
+            "journal.jsonl",
+            Box::new(|p: &Path| std::fs::hard_link(&outside, p).unwrap()),
+        ),
+        ("lock", Box::new(|p: &Path| symlink(&outside, p).unwrap())),
+        ("lock", Box::new(make_fifo)),
+        ("pre", Box::new(|p: &Path| symlink("..", p).unwrap())),
+    ];
+    for (name, plant) in plants {
+        let path = state(&ws).join(name);
+        let aside = state(&ws).join(format!("{name}.kept"));
+        std::fs::rename(&path, &aside).unwrap();
+        plant(&path);
+        let refused = foreign_path(open(&ws).unwrap_err());
+        assert_eq!(refused, format!(".turngate/{name}"));
+        // Looking at the journal says the same; it is not taken for a root without a journal.
+        let looked = Journal::open_existing(&ws.root, Retention::default()).unwrap_err();
+        assert_eq!(foreign_path(looked), format!(".turngate/{name}"));
+        assert_eq!(
+            std::fs::read_to_string(&outside).unwrap(),
+            "outside secret\n"
+        );
+        std::fs::remove_file(&path).unwrap();
+        std::fs::rename(&aside, &path).unwrap();
+    }
+    // With turngate's own files back, the journal works on.
+    let effects = Effects::new(Retention::default());
+    write(&ws, &effects, "c2", "notes.txt", "two");
+    assert_eq!(undo(&ws, "c2").unwrap().len(), 1);
+    assert_eq!(ws.read("notes.txt"), "one");
+}
+
+#[test]
+fn a_pre_image_swapped_for_a_link_is_not_restored() {
+    let ws = Workspace::new();
+    ws.write("notes.txt", "the user's notes\n");
+    let effects = Effects::new(Retention::default());
+    write(&ws, &effects, "c1", "notes.txt", "overwritten");
+    let pre = state(&ws).join("pre/1-0");
+    std::fs::remove_file(&pre).unwrap();
+    symlink(ws.outside_path().join("secret.txt"), &pre).unwrap();
+    let refused = undo(&ws, "c1").unwrap_err();
+    assert!(
+        matches!(&refused, UndoError::Changed { detail, .. } if detail.contains("pre-image")),
+        "{refused}"
+    );
+    assert_eq!(ws.read("notes.txt"), "overwritten", "nothing restored");
+    assert!(
+        !ws.root_path()
+            .join("notes.txt")
+            .symlink_metadata()
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
+/// Applies c1 (a.txt) and c2 (b.txt), damages the log with `damage`, then checks that a new call
+/// applies, that `damaged` (the calls the damage may be about) cannot be undone and say why, that the
+/// others can, and that the log as it was is kept aside.
+fn damaged_log_is_kept_aside(damage: impl Fn(&str) -> String, damaged: &[&str], sound: &[&str]) {
+    let ws = Workspace::new();
+    let effects = Effects::new(Retention::default());
+    write(&ws, &effects, "c1", "a.txt", "one");
+    write(&ws, &effects, "c2", "b.txt", "two");
+    let log = state(&ws).join("journal.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, damage(&text)).unwrap();
+    // New calls apply.
+    let effects = Effects::new(Retention::default());
+    write(&ws, &effects, "c3", "c.txt", "three");
+    assert_eq!(ws.read("c.txt"), "three");
+    let entries = open(&ws).unwrap().entries().unwrap();
+    for id in damaged {
+        let reason = entry(&entries, id)
+            .damage
+            .unwrap_or_else(|| panic!("{id} marked"));
+        assert!(reason.contains(".turngate/damaged/"), "{reason}");
+        let refused = undo(&ws, id).unwrap_err();
+        assert!(
+            matches!(&refused, UndoError::Damaged { reason, .. } if reason.contains("damaged")),
+            "{id}: {refused}"
+        );
+    }
+    for id in sound.iter().chain(&["c3"]) {
+        assert_eq!(entry(&entries, id).damage, None, "{id}");
+        assert_eq!(undo(&ws, id).unwrap().len(), 1, "{id}");
+    }
+    let kept: Vec<PathBuf> = std::fs::read_dir(state(&ws).join("damaged"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), damage(&text));
+}
+
+#[test]
+fn a_garbage_line_in_the_log_is_kept_aside_and_stops_nothing() {
+    // Between c1's lines and c2's: c1 may be what it was about, c2 came after it.
+    damaged_log_is_kept_aside(
+        |text| {
+            let mut lines: Vec<&str> = text.lines().collect();
+            lines.insert(2, "\u{0}garbage{");
+            lines.join("\n") + "\n"
+        },
+        &["c1"],
+        &["c2"],
+    );
+}
+
+#[test]
+fn a_truncated_line_in_the_log_is_kept_aside_and_stops_nothing() {
+    // c2's intent cut in half: both calls came before the damage.
+    damaged_log_is_kept_aside(
+        |text| {
+            let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            let half = lines[2].len() / 2;
+            lines[2].truncate(half);
+            lines.join("\n") + "\n"
+        },
+        &["c1", "c2"],
+        &[],
+    );
+}
+
+#[test]
+fn a_missing_pre_image_is_reported_and_refuses_only_that_undo() {
+    let ws = Workspace::new();
+    ws.write("notes.txt", "the user's notes\n");
+    let effects = Effects::new(Retention::default());
+    write(&ws, &effects, "c1", "notes.txt", "overwritten");
+    write(&ws, &effects, "c2", "other.txt", "new");
+    std::fs::remove_file(state(&ws).join("pre/1-0")).unwrap();
+    write(&ws, &effects, "c3", "third.txt", "new");
+    let entries = open(&ws).unwrap().entries().unwrap();
+    let reason = entry(&entries, "c1").damage.expect("reported");
+    assert!(reason.contains(".turngate/pre/1-0"), "{reason}");
+    let refused = undo(&ws, "c1").unwrap_err();
+    assert!(refused.to_string().contains("pre/1-0"), "{refused}");
+    assert_eq!(ws.read("notes.txt"), "overwritten");
+    assert_eq!(undo(&ws, "c2").unwrap().len(), 1);
+}
