@@ -407,3 +407,54 @@ fn a_locked_directory_loads_only_what_its_lock_pins() {
         .unwrap();
     assert_eq!(toolbox.tools().count(), 1);
 }
+
+#[test]
+fn a_cache_entry_others_could_write_is_never_loaded() {
+    // Precompiled code is native code: an entry planted by someone else (here: read_file's entry
+    // replaced by list_dir's code) must not run, whether the entry or its directory is writable by
+    // others.
+    use std::os::unix::fs::PermissionsExt;
+    let cache = tempfile::tempdir().unwrap();
+    let builder = || Toolbox::builder().cache(CacheSetting::Dir(cache.path().to_path_buf()));
+    let toolbox = runtime().block_on(builder().build()).unwrap();
+    let entry_of = |tool: &str| {
+        let sha = toolbox
+            .tools()
+            .find(|t| t.descriptor().name == tool)
+            .unwrap()
+            .sha256()
+            .to_owned();
+        std::fs::read_dir(cache.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                name.starts_with(&sha) && name.ends_with(".cwasm")
+            })
+            .unwrap()
+    };
+    let (read_file, list_dir) = (entry_of("read_file"), entry_of("list_dir"));
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "a").unwrap();
+    let root = turngate::Root::open(work.path()).unwrap();
+    let plants: [(u32, u32); 2] = [(0o666, 0o700), (0o644, 0o777)];
+    for (entry_mode, dir_mode) in plants {
+        std::fs::copy(&list_dir, &read_file).unwrap();
+        std::fs::set_permissions(&read_file, std::fs::Permissions::from_mode(entry_mode)).unwrap();
+        std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(dir_mode)).unwrap();
+        let runtime = runtime();
+        let toolbox = runtime.block_on(builder().build()).unwrap();
+        let outcome = runtime.block_on(toolbox.call(
+            &root,
+            &turngate::Policy::allow_all(),
+            "read_file",
+            r#"{"path":"a.txt"}"#,
+        ));
+        assert_eq!(
+            outcome.result.unwrap(),
+            "a",
+            "read_file's own code ran (entry {entry_mode:o}, directory {dir_mode:o})"
+        );
+        std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+}

@@ -7,6 +7,11 @@
 //! keyed by this crate's version, since what a load checks may change with it. With both cached, a
 //! process describes its tools without touching their code, and deserializes only the one it calls.
 //! Entries are written atomically (temporary file, then rename); an unreadable entry only costs time.
+//!
+//! Precompiled code is native code: whoever can write an entry can run anything in every process that
+//! loads it, whatever the tool lock pins. So an entry is used only when it, and the directory it is
+//! in, belong to this user and nobody else may write them ([`trusted`]); anything else is ignored and
+//! compiled afresh.
 
 use std::hash::{Hash, Hasher};
 use std::io::{self, Write as _};
@@ -55,7 +60,11 @@ impl PrecompiledCache {
 
     /// What the component with this digest said about itself when it was last loaded, if cached.
     pub(crate) fn descriptor(&self, sha256: &str) -> Option<RawDescriptor> {
-        let text = std::fs::read(self.descriptor_entry(sha256)).ok()?;
+        let entry = self.descriptor_entry(sha256);
+        if !trusted(&entry) {
+            return None;
+        }
+        let text = std::fs::read(entry).ok()?;
         serde_json::from_slice(&text).ok()
     }
 
@@ -78,14 +87,21 @@ impl PrecompiledCache {
         bytes: &[u8],
     ) -> wasmtime::Result<Component> {
         let entry = self.entry(sha256);
-        // SAFETY: the entry was written by `Component::serialize` of an engine with the same
-        // compatibility hash, into the user's own cache directory; wasmtime checks the header again.
-        match unsafe { Component::deserialize_file(engine, &entry) } {
-            Ok(component) => return Ok(component),
-            Err(e) if entry.is_file() => {
-                tracing::warn!("ignoring unusable cache entry {}: {e}", entry.display())
+        if trusted(&entry) {
+            // SAFETY: the entry was written by `Component::serialize` of an engine with the same
+            // compatibility hash, into a directory only this user can write (`trusted`); wasmtime
+            // checks the header again.
+            match unsafe { Component::deserialize_file(engine, &entry) } {
+                Ok(component) => return Ok(component),
+                Err(e) => {
+                    tracing::warn!("ignoring unusable cache entry {}: {e}", entry.display())
+                }
             }
-            Err(_) => {}
+        } else if entry.symlink_metadata().is_ok() {
+            tracing::warn!(
+                "ignoring cache entry {}: it, or its directory, is not this user's alone",
+                entry.display()
+            );
         }
         let component = Component::new(engine, bytes)?;
         match component.serialize() {
@@ -107,6 +123,21 @@ fn store(entry: &Path, code: &[u8]) -> io::Result<()> {
     temp.write_all(code)?;
     temp.persist(entry).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// Whether the entry at `path` may be trusted as the cache's own: a regular file (a link is not
+/// followed) owned by this user and writable by nobody else, in a directory of the same kind.
+fn trusted(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let user = rustix::process::geteuid().as_raw();
+    let private = |m: &std::fs::Metadata| m.uid() == user && m.mode() & 0o022 == 0;
+    let Some(dir) = path.parent() else {
+        return false;
+    };
+    match (std::fs::metadata(dir), std::fs::symlink_metadata(path)) {
+        (Ok(dir), Ok(entry)) => dir.is_dir() && private(&dir) && entry.is_file() && private(&entry),
+        _ => false,
+    }
 }
 
 /// Feeds `Hash` input into SHA-256 so the key is stable across Rust releases (unlike `DefaultHasher`).
