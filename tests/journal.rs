@@ -267,3 +267,30 @@ fn a_missing_pre_image_is_reported_and_refuses_only_that_undo() {
     assert_eq!(ws.read("notes.txt"), "overwritten");
     assert_eq!(undo(&ws, "c2").unwrap().len(), 1);
 }
+
+#[test]
+fn a_link_planted_as_the_staging_directory_is_refused_by_name_and_never_written_through() {
+    let ws = Workspace::new();
+    std::fs::create_dir(state(&ws)).unwrap();
+    symlink(ws.outside_path(), state(&ws).join("staging")).unwrap();
+    let policy = Policy::allow_all();
+    let effects = Effects::new(Retention::default());
+    let mut context = CallContext::new(&ws.root, &policy, &effects);
+    let input = json!({"path": "notes.txt", "content": "staged"}).to_string();
+    let outcome = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(bundled().call_in(&mut context, "write_file", &input));
+    let error = outcome.result.unwrap_err().to_string();
+    assert!(
+        error.contains("`.turngate/staging` is a symbolic link"),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read_dir(ws.outside_path()).unwrap().count(),
+        1,
+        "nothing staged through the link"
+    );
+    assert!(!ws.exists("notes.txt"));
+}

@@ -71,8 +71,8 @@ impl Root {
     /// The directory `name` inside the state directory, both created when missing. Refuses a state
     /// directory (or subdirectory) that is a symlink, so nobody can redirect turngate's own writes.
     pub(crate) fn state_subdir(&self, name: &str) -> io::Result<Dir> {
-        let state = open_or_create_dir(&self.dir, STATE_DIR)?;
-        open_or_create_dir(&state, name)
+        let state = open_or_create_dir(&self.dir, STATE_DIR, STATE_DIR)?;
+        open_or_create_dir(&state, name, &format!("{STATE_DIR}/{name}"))
     }
 
     /// The staging directory (`.turngate/staging/`), opened on first use and made when missing. Calls
@@ -108,12 +108,25 @@ pub fn is_plain_name(name: &str) -> bool {
         && !name.chars().any(|c| c == '/' || c.is_control())
 }
 
-/// Opens the directory `name` in `parent` without following a symlink, creating it when missing.
-fn open_or_create_dir(parent: &Dir, name: &str) -> io::Result<Dir> {
+/// Opens the directory `name` in `parent` without following a symlink, creating it when missing. What
+/// else stands there is refused with a message naming it (`shown`) and what it is.
+fn open_or_create_dir(parent: &Dir, name: &str, shown: &str) -> io::Result<Dir> {
     match parent.create_dir(name) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
-    parent.open_dir_nofollow(name)
+    parent.open_dir_nofollow(name).map_err(|error| {
+        let Ok(found) = parent.symlink_metadata(name) else {
+            return error;
+        };
+        let kind = crate::resolve::EntryKind::from_file_type(found.file_type());
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "`{shown}` is {}, which turngate did not make; it was not followed: move it out of the way to go on",
+                kind.describe()
+            ),
+        )
+    })
 }
