@@ -2,8 +2,8 @@
 //!
 //! `journal` prints one JSON object per applied call, oldest first: `{"seq", "call_id", "turn", "tool",
 //! "time_ms", "time", "state": "applied"|"undone", "changes": [{"path", "kind", "before", "after"}]}`.
-//! `undo` restores what one call (`--last`, `--call ID`) or a whole turn (`--turn ID`) changed and
-//! prints the calls it undid the same way.
+//! `undo` restores what one call (`--last`, `--seq N`, `--call ID`) or a whole turn (`--turn ID`)
+//! changed and prints the calls it undid the same way.
 
 use std::io::Write;
 
