@@ -44,8 +44,7 @@ impl Rejected {
         }
     }
 
-    /// The error response, as one line of JSON (without the newline). The `id` is `null` when it
-    /// could not be read (JSON-RPC 2.0).
+    /// The JSON-RPC error response. Its `id` is `null` when it could not be read (JSON-RPC 2.0).
     pub fn to_json(&self) -> Value {
         json!({
             "jsonrpc": "2.0",
