@@ -39,6 +39,82 @@ fn call_runs_one_tool_and_prints_json() {
     );
 }
 
+/// Runs `turngate ARGS` in `root`'s journal commands; returns the exit code and stdout's JSON lines.
+fn journal_command(args: &[&str], root: &std::path::Path) -> (Option<i32>, Vec<Value>) {
+    let out = turngate()
+        .args(args)
+        .arg("--root")
+        .arg(root)
+        .output()
+        .unwrap();
+    let lines = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (out.status.code(), lines)
+}
+
+/// Writes `content` to `path` with `turngate call` (plus `extra` flags); returns the printed outcome.
+fn call_write(root: &std::path::Path, path: &str, content: &str, extra: &[&str]) -> Value {
+    let input = serde_json::json!({"path": path, "content": content}).to_string();
+    let out = turngate()
+        .args(["call", "--root"])
+        .arg(root)
+        .args(extra)
+        .args(["write_file", &input])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn every_applied_call_can_be_undone_by_its_seq_or_its_call_id() {
+    let root = tempfile::tempdir().unwrap();
+    let first = call_write(root.path(), "a.txt", "a", &[]);
+    let second = call_write(root.path(), "b.txt", "b", &["--call-id", "mine-1"]);
+    let third = call_write(root.path(), "c.txt", "c", &[]);
+    // Every call has an ID: made up when none is given, the given one otherwise.
+    let made_up = first["call_id"].as_str().expect("a call ID").to_owned();
+    assert!(made_up.starts_with("call-"), "{first}");
+    assert_ne!(third["call_id"], first["call_id"]);
+    assert_eq!(second["call_id"], "mine-1");
+    let (_, journal) = journal_command(&["journal"], root.path());
+    assert_eq!(journal.len(), 3);
+    assert_eq!(journal[0]["call_id"], made_up.as_str());
+    assert_eq!(journal[1]["call_id"], "mine-1");
+
+    // The first call, which is not the last, by its seq.
+    let seq = journal[0]["seq"].as_u64().unwrap().to_string();
+    let (code, undone) = journal_command(&["undo", "--seq", &seq], root.path());
+    assert_eq!(code, Some(0));
+    assert_eq!(undone[0]["seq"], journal[0]["seq"]);
+    assert!(!root.path().join("a.txt").exists());
+    assert!(root.path().join("b.txt").exists() && root.path().join("c.txt").exists());
+    // Not twice.
+    let (code, _) = journal_command(&["undo", "--seq", &seq], root.path());
+    assert_eq!(code, Some(2));
+    // The second by the ID given, the third by the made-up one.
+    let (code, _) = journal_command(&["undo", "--call", "mine-1"], root.path());
+    assert_eq!(code, Some(0));
+    assert!(!root.path().join("b.txt").exists());
+    let third_id = third["call_id"].as_str().unwrap();
+    let (code, _) = journal_command(&["undo", "--call", third_id], root.path());
+    assert_eq!(code, Some(0));
+    assert!(!root.path().join("c.txt").exists());
+    let (_, journal) = journal_command(&["journal"], root.path());
+    assert!(
+        journal.iter().all(|entry| entry["state"] == "undone"),
+        "{journal:?}"
+    );
+}
+
 #[test]
 fn a_refused_call_exits_2_and_names_the_step() {
     let root = tempfile::tempdir().unwrap();
@@ -480,6 +556,16 @@ fn every_subcommand_keeps_the_documented_exit_codes() {
             2,
         ),
         ("undo: no target", args(&["undo", "--root", &root_arg]), 1),
+        (
+            "undo: no such seq",
+            args(&["undo", "--root", &root_arg, "--seq", "999999"]),
+            2,
+        ),
+        (
+            "undo: seq not a number",
+            args(&["undo", "--root", &root_arg, "--seq", "x"]),
+            1,
+        ),
         (
             "undo: two targets",
             args(&["undo", "--root", &root_arg, "--last", "--turn", "t"]),

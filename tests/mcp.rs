@@ -240,7 +240,8 @@ fn a_call_goes_through_the_gate_view_and_journal_and_is_audited() {
     assert_eq!(result["isError"], false, "{result}");
     assert_eq!(result["structuredContent"]["status"], "ok", "{result}");
     assert_eq!(
-        result["structuredContent"]["changes"][0]["kind"], "create",
+        result["structuredContent"]["paths"][0],
+        json!({"path": "notes.txt", "change": "create"}),
         "{result}"
     );
     assert_eq!(
@@ -248,7 +249,7 @@ fn a_call_goes_through_the_gate_view_and_journal_and_is_audited() {
         "from mcp\n"
     );
     let read = server.call("read_file", json!({"path": "notes.txt"}));
-    assert_eq!(read["content"][0]["text"], "from mcp\n", "{read}");
+    assert_eq!(read["structuredContent"]["output"], "from mcp\n", "{read}");
     assert!(server.finish().success());
 
     // One audit record per call, with the change's digests.
@@ -337,8 +338,21 @@ fn refusals_are_tool_errors_that_name_the_gate_step_and_change_nothing() {
 fn bad_messages_get_json_rpc_errors_and_the_server_keeps_serving() {
     let root = workspace();
     let mut server = Server::initialized(root.path(), &[], json!({}));
-    // Not JSON at all.
+    // Not JSON at all: a parse error, `id: null` (the ID cannot be read).
     server.send_raw("{\"jsonrpc\": \"2.0\", \"id\": 99, \"method\": \"tools/list\"");
+    let parse_error = server
+        .next(PATIENCE)
+        .expect("an answer to a line that is not JSON");
+    assert_eq!(parse_error["error"]["code"], -32700, "{parse_error}");
+    assert_eq!(parse_error["id"], Value::Null, "{parse_error}");
+    assert!(parse_error.get("id").is_some(), "{parse_error}");
+    // JSON, but not a JSON-RPC message: invalid request, with its ID.
+    server.send_raw(r#"{"jsonrpc": "2.0", "id": 98, "params": {}}"#);
+    let invalid = server
+        .next(PATIENCE)
+        .expect("an answer to an invalid request");
+    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+    assert_eq!(invalid["id"], 98, "{invalid}");
     // An unknown method.
     let unknown = server.request("no/such/method", json!({}));
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
@@ -352,12 +366,15 @@ fn bad_messages_get_json_rpc_errors_and_the_server_keeps_serving() {
         "{not_object}"
     );
     assert!(!root.path().join("notes.txt").exists());
-    // A message beyond the documented bound (4 MiB) is dropped, not buffered without end.
+    // A message beyond the documented bound (4 MiB) is skipped, not buffered without end, and answered
+    // with an error that carries its ID.
     let huge = "x".repeat(turngate::mcp::MAX_MESSAGE_BYTES + 1024);
     let id = server.send(
         "tools/call",
         json!({"name": "write_file", "arguments": {"path": "big.txt", "content": huge}}),
     );
+    let oversized = server.response(id, |_, m| panic!("only the error is expected: {m}"));
+    assert_eq!(oversized["error"]["code"], -32600, "{oversized}");
     // Still serving: a ping and a real call answer.
     let ping = server.request("ping", json!({}));
     assert!(ping["result"].is_object(), "{ping}");
@@ -374,6 +391,60 @@ fn bad_messages_get_json_rpc_errors_and_the_server_keeps_serving() {
         "{:?}",
         server.seen
     );
+    assert!(server.finish().success());
+}
+
+/// A `tools/call` request as a client that puts the ID last writes it (the TypeScript SDK does), with
+/// `content` as the written file's content.
+fn id_last_write(id: u64, content: &str) -> String {
+    format!(
+        r#"{{"method":"tools/call","params":{{"name":"write_file","arguments":{{"path":"big.txt","content":{}}}}},"jsonrpc":"2.0","id":{id}}}"#,
+        serde_json::to_string(content).unwrap()
+    )
+}
+
+#[test]
+fn oversized_and_too_deep_messages_are_answered_with_their_id_and_the_next_request_is_served() {
+    let root = workspace();
+    let mut server = Server::initialized(root.path(), &[], json!({}));
+    // 5 MiB, the ID after the content: read as the bytes go by.
+    server.send_raw(&id_last_write(501, &"y".repeat(5 << 20)));
+    let oversized = server.next(PATIENCE).expect("an answer to a 5 MiB request");
+    assert_eq!(oversized["id"], 501, "{oversized}");
+    assert_eq!(oversized["error"]["code"], -32600, "{oversized}");
+    assert!(
+        oversized["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("4194304"),
+        "{oversized}"
+    );
+    let ping = server.request("ping", json!({}));
+    assert!(ping["result"].is_object(), "{ping}");
+
+    // 100,000 levels deep, inside the arguments.
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":"deep-1","method":"tools/call","params":{{"name":"write_file","arguments":{{"path":"deep.txt","content":{}{}}}}}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    server.send_raw(&deep);
+    let too_deep = server
+        .next(PATIENCE)
+        .expect("an answer to a 100,000-deep request");
+    assert_eq!(too_deep["id"], "deep-1", "{too_deep}");
+    assert_eq!(too_deep["error"]["code"], -32600, "{too_deep}");
+    // Deep and not even closed: still answered.
+    server.send_raw(&format!(r#"{{"id":3,"x":{}"#, "{\"a\":".repeat(50_000)));
+    let unclosed = server
+        .next(PATIENCE)
+        .expect("an answer to an unclosed deep line");
+    assert!(unclosed["error"]["code"].is_i64(), "{unclosed}");
+
+    let ok = server.call("write_file", json!({"path": "after.txt", "content": "ok"}));
+    assert_eq!(ok["isError"], false, "{ok}");
+    assert!(!root.path().join("big.txt").exists());
+    assert!(!root.path().join("deep.txt").exists());
     assert!(server.finish().success());
 }
 
@@ -836,4 +907,213 @@ fn a_2026_client_approves_through_an_input_required_round_trip_and_only_what_it_
     assert_eq!(swapped["isError"], true, "{swapped}");
     assert_eq!(notes(), "edited meanwhile\n");
     assert!(server.finish().success());
+}
+
+#[test]
+fn a_result_shows_the_output_first_and_its_text_is_its_structured_content() {
+    let root = workspace();
+    let mut server = Server::initialized(root.path(), &[], json!({}));
+    let written = server.call(
+        "write_file",
+        json!({"path": "notes.txt", "content": "line one\nline two\n"}),
+    );
+    let read = server.call("read_file", json!({"path": "notes.txt"}));
+    let refused = server.call("write_file", json!({"path": "../x.txt", "content": "x"}));
+    for result in [&written, &read, &refused] {
+        let structured = &result["structuredContent"];
+        let text = result["content"][0]["text"].as_str().expect("a text block");
+        // The text block is the structured content, serialized (the MCP spec's SHOULD).
+        assert_eq!(
+            &serde_json::from_str::<Value>(text).unwrap(),
+            structured,
+            "{result}"
+        );
+        // What the model reads comes first; nothing only an operator needs.
+        let first = if result["isError"] == true {
+            r#"{"error":"#
+        } else {
+            r#"{"output":"#
+        };
+        assert!(text.starts_with(first), "{text}");
+        for operator_only in ["sha256", "duration_ms", "stdout", "stderr"] {
+            assert!(!text.contains(operator_only), "{operator_only} in {text}");
+        }
+    }
+    assert_eq!(read["structuredContent"]["output"], "line one\nline two\n");
+    assert_eq!(read["structuredContent"]["status"], "ok");
+    assert_eq!(
+        written["structuredContent"]["paths"],
+        json!([{"path": "notes.txt", "change": "create"}])
+    );
+    assert_eq!(refused["structuredContent"]["error"]["kind"], "path");
+    assert!(server.finish().success());
+}
+
+/// `turngate mcp ARGS` with stdin closed and `HOME` set to `home`; returns the exit code and stderr.
+fn mcp_start(args: &[&std::ffi::OsStr], home: &Path) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .arg("mcp")
+        .args(args)
+        .arg("--cache-dir")
+        .arg(common::test_cache_dir())
+        .env("HOME", home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_root_that_is_the_filesystem_the_home_or_a_system_directory_is_refused_unless_allowed() {
+    let home = workspace();
+    let home_path = home.path().canonicalize().unwrap();
+    let project = home_path.join("project");
+    std::fs::create_dir(&project).unwrap();
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let refused: [(Vec<&std::ffi::OsStr>, &str); 5] = [
+        (vec![os("--root"), os("/")], "the filesystem's root"),
+        // Another spelling of the same directory.
+        (vec![os("--root"), os("/usr/..")], "the filesystem's root"),
+        (
+            vec![os("--root"), home_path.as_os_str()],
+            "your home directory",
+        ),
+        (
+            vec![os("--root"), home_path.parent().unwrap().as_os_str()],
+            "which holds your home directory",
+        ),
+        (vec![os("--root"), os("/etc")], "the system directory /etc"),
+    ];
+    for (args, why) in refused {
+        let (code, stderr) = mcp_start(&args, &home_path);
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(why) && stderr.contains("--allow-broad-root"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("turngate mcp: root"), "{stderr}");
+    }
+    // Allowed when asked for; a project directory needs nothing. Either way the resolved root is named.
+    let (code, stderr) = mcp_start(
+        &[
+            os("--root"),
+            home_path.as_os_str(),
+            os("--allow-broad-root"),
+        ],
+        &home_path,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("turngate mcp: root {}", home_path.display())),
+        "{stderr}"
+    );
+    let dotted = project.join("..").join("project");
+    let (code, stderr) = mcp_start(&[os("--root"), dotted.as_os_str()], &home_path);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("turngate mcp: root {}\n", project.display())),
+        "{stderr}"
+    );
+}
+
+/// GETs `url`; returns the status, the `WWW-Authenticate` header and the body as JSON.
+fn get(url: &str, headers: &[(&str, &str)]) -> (u16, Option<String>, Value) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut request = reqwest::Client::new().get(url);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.expect("HTTP request");
+        let status = response.status().as_u16();
+        let challenge = response
+            .headers()
+            .get("www-authenticate")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body = serde_json::from_str(&response.text().await.unwrap()).unwrap_or(Value::Null);
+        (status, challenge, body)
+    })
+}
+
+#[test]
+fn a_missing_token_gets_a_401_that_oauth_clients_can_follow_to_the_resource_metadata() {
+    let root = workspace();
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    std::fs::write(&token_file, "s3cret-token\n").unwrap();
+    let token_arg = token_file.to_str().unwrap().to_owned();
+    let server = HttpServer::start(root.path(), &["--token-file", &token_arg]);
+    let origin = server.url.trim_end_matches("/mcp").to_owned();
+    let metadata_url = format!("{origin}/.well-known/oauth-protected-resource/mcp");
+    for headers in [&[][..], &[("authorization", "Bearer wrong")][..]] {
+        let (status, challenge, body) = get(&server.url, headers);
+        assert_eq!(status, 401);
+        let challenge = challenge.expect("WWW-Authenticate");
+        assert!(challenge.starts_with("Bearer "), "{challenge}");
+        assert!(
+            challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")),
+            "{challenge}"
+        );
+        assert!(challenge.contains("bearer token"), "{challenge}");
+        assert_eq!(body["error"], "invalid_token", "{body}");
+        assert!(
+            body["error_description"]
+                .as_str()
+                .is_some_and(|d| d.contains("requires a bearer token")),
+            "{body}"
+        );
+    }
+    // RFC 9728: the resource is the endpoint, and no authorization server is offered.
+    let (status, _, metadata) = get(&metadata_url, &[]);
+    assert_eq!(status, 200, "{metadata}");
+    assert_eq!(metadata["resource"], server.url.as_str(), "{metadata}");
+    assert_eq!(metadata["authorization_servers"], json!([]), "{metadata}");
+    assert_eq!(metadata["bearer_methods_supported"], json!(["header"]));
+    // Where a client looks for an authorization server: a JSON answer that says why there is none.
+    let (status, _, body) = get(
+        &format!("{origin}/.well-known/oauth-authorization-server"),
+        &[],
+    );
+    assert_eq!(status, 404);
+    assert!(
+        body["error_description"]
+            .as_str()
+            .is_some_and(|d| d.contains("bearer token")),
+        "{body}"
+    );
+    // With the token, the endpoint answers.
+    let (status, _, messages) = post(
+        &server.url,
+        initialize_body(),
+        &[("authorization", "Bearer s3cret-token")],
+    );
+    assert_eq!(status, 200, "{messages:?}");
+}
+
+#[test]
+fn http_answers_messages_it_cannot_take_as_stdio_does() {
+    let root = workspace();
+    let server = HttpServer::start(root.path(), &[]);
+    let (status, _, messages) = post(&server.url, "{\"jsonrpc\": \"2.0\", \"id\": 4".into(), &[]);
+    assert_eq!(status, 400);
+    assert_eq!(messages[0]["error"]["code"], -32700, "{messages:?}");
+    assert_eq!(messages[0]["id"], Value::Null, "{messages:?}");
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"write_file","arguments":{{"path":"deep.txt","content":{}{}}}}}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let (status, _, messages) = post(&server.url, deep, &[]);
+    assert_eq!(status, 400);
+    assert_eq!(messages[0]["error"]["code"], -32600, "{messages:?}");
+    assert_eq!(messages[0]["id"], 5, "{messages:?}");
+    let (status, _, messages) = post(&server.url, initialize_body(), &[]);
+    assert_eq!(status, 200, "{messages:?}");
+    assert!(!root.path().join("deep.txt").exists());
 }

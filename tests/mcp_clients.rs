@@ -297,7 +297,7 @@ fn python_sdk_lists_the_bundled_tools_and_calls_them() {
 
     let write = &reports["write_applies"];
     let structured = ok(write);
-    assert!(structured["changes"].is_array(), "{write}");
+    assert!(structured["paths"].is_array(), "{write}");
     assert_eq!(setup.read("notes.txt"), WRITE_CONTENT);
 
     refused(&reports["unknown_tool"], "gate", Some("tool"));

@@ -218,6 +218,150 @@ fn a_submitted_job_is_answered_as_run_answers_it() {
     assert!(reports.values().all(|r| r.len() == 1), "{reports:#?}");
 }
 
+/// Publishes job `id` straight onto the jobs subject (as a client that does not ask first would),
+/// waiting for JetStream to store it; returns whether JetStream took it for a duplicate.
+fn publish_raw(url: &str, id: &str, stream: &str) -> bool {
+    let job = Job {
+        id: id.into(),
+        provider: Provider::Anthropic,
+        root: "r1".into(),
+        forced_tool_choice: false,
+        stream: Bytes::from(stream.to_owned()),
+    };
+    runtime().block_on(async {
+        let client = async_nats::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        // A server that just restarted may not have JetStream back yet.
+        let mut tries = 0;
+        loop {
+            let publish = async_nats::jetstream::message::PublishMessage::build()
+                .headers(job.headers().unwrap())
+                .payload(job.stream.clone());
+            let acked = match js.send_publish(format!("{PREFIX}.jobs"), publish).await {
+                Ok(ack) => ack.await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match acked {
+                Ok(ack) => return ack.duplicate,
+                Err(error) if tries == 100 => panic!("publishing job {id}: {error}"),
+                Err(_) => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    })
+}
+
+/// Waits until the workers have acked every job (the work queue is empty).
+fn wait_for_no_jobs(url: &str) {
+    let left = || {
+        runtime().block_on(async {
+            let client = async_nats::connect(url).await.ok()?;
+            let js = async_nats::jetstream::new(client);
+            let stream = js.get_stream(format!("{PREFIX}_jobs")).await.ok()?;
+            Some(stream.get_info().await.ok()?.state.messages)
+        })
+    };
+    let done = wait_until(Duration::from_secs(30), || left() == Some(0));
+    assert!(done, "jobs left: {:?}", left());
+}
+
+#[test]
+fn a_job_id_answered_before_a_server_restart_is_answered_from_its_report() {
+    let test = "a_job_id_answered_before_a_server_restart_is_answered_from_its_report";
+    let Some(mut setup) = Setup::new(test) else {
+        return;
+    };
+    setup.write("b.txt", "delete me");
+    let stream = setup.dir.path().join("job-a.sse");
+    std::fs::write(&stream, three_calls()).unwrap();
+    let _worker = setup.spawn_logged("worker.log", &[]);
+    let (code, first) = submit_cli(&setup.nats.url(), "r1", "job-A", &stream);
+    assert_eq!(code, 0, "{first}");
+    setup.acked_by("worker.log");
+    let journaled = journal(&setup.root()).len();
+    // A user's edit after the job: a second run of job-A's write would overwrite it.
+    setup.write("a.txt", "the user's text");
+    let untouched = |setup: &Setup| {
+        assert_eq!(setup.read("a.txt").as_deref(), Some("the user's text"));
+        assert_eq!(setup.read("b.txt"), None);
+        let reports = reports(&setup.results(), PREFIX);
+        assert_eq!(reports["job-A"].len(), 1, "{reports:#?}");
+    };
+
+    // The server restarts: JetStream's de-duplication forgets job-A.
+    setup.nats.restart();
+    // `submit` finds the stored report and does not enqueue the job again (tried again while the
+    // restarted server's JetStream comes back).
+    let submit = || {
+        Command::new(env!("CARGO_BIN_EXE_turngate"))
+            .args([
+                "submit",
+                "--nats",
+                &setup.nats.url(),
+                "--provider",
+                "anthropic",
+            ])
+            .args(["--root", "r1", "--job-id", "job-A"])
+            .arg(&stream)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let mut out = submit();
+    for _ in 0..50 {
+        if out.status.success() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        out = submit();
+    }
+    let submitted: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(submitted["answered"], true, "{submitted}");
+    assert_eq!(submitted["duplicate"], true, "{submitted}");
+    // A client that enqueues it anyway (JetStream takes it: it forgot the ID).
+    assert!(
+        !publish_raw(&setup.nats.url(), "job-A", &three_calls()),
+        "JetStream remembered the job ID through the restart: the test shows nothing"
+    );
+    // The worker finds the stored report and runs nothing.
+    wait_for_no_jobs(&setup.nats.url());
+    untouched(&setup);
+    assert_eq!(journal(&setup.root()).len(), journaled);
+    // `submit --wait` answers with the stored report, without enqueuing the job again.
+    let (code, again) = submit_cli(&setup.nats.url(), "r1", "job-A", &stream);
+    assert_eq!(code, 0, "{again}");
+    assert_eq!(again, first);
+    untouched(&setup);
+
+    // The journal prunes job-A's calls; the stored report still answers the job.
+    prune_journal(&setup.root(), 2, 3);
+    let journal_now = journal(&setup.root());
+    assert!(
+        journal_now
+            .iter()
+            .all(|e| e.turn.as_deref() != Some("job-A")),
+        "{journal_now:#?}"
+    );
+    setup.nats.restart();
+    assert!(!publish_raw(&setup.nats.url(), "job-A", &three_calls()));
+    wait_for_no_jobs(&setup.nats.url());
+    untouched(&setup);
+    let log = std::fs::read_to_string(setup.dir.path().join("worker.log")).unwrap();
+    assert_eq!(
+        log.matches("(job-A) was answered before").count(),
+        2,
+        "{log}"
+    );
+    assert_eq!(journal(&setup.root()).len(), journal_now.len());
+    untouched(&setup);
+    let (code, again) = submit_cli(&setup.nats.url(), "r1", "job-A", &stream);
+    assert_eq!((code, again), (0, first));
+    untouched(&setup);
+}
+
 #[test]
 fn malformed_jobs_are_answered_and_the_worker_goes_on() {
     let Some(setup) = Setup::new("malformed_jobs_are_answered_and_the_worker_goes_on") else {

@@ -120,6 +120,10 @@ enum Command {
         /// Show the call's changes as a diff and apply them only on yes (denied without a terminal).
         #[arg(long)]
         review: bool,
+        /// The call's ID in the journal (`undo --call ID`); without it one is made up. Printed as
+        /// `call_id` in the outcome.
+        #[arg(long, value_name = "ID")]
+        call_id: Option<String>,
         #[command(flatten)]
         toolbox: ToolboxArgs,
         /// The tool's name.
@@ -148,13 +152,16 @@ enum Command {
     },
 }
 
-/// Which calls `undo` undoes: exactly one of the three.
+/// Which calls `undo` undoes: exactly one of the four.
 #[derive(Args)]
 #[group(required = true, multiple = false)]
 struct UndoArgs {
     /// The most recent applied call.
     #[arg(long)]
     last: bool,
+    /// The applied call with this sequence number (the `seq` that `journal` prints).
+    #[arg(long, value_name = "N")]
+    seq: Option<u64>,
     /// The most recent applied call with this call ID.
     #[arg(long)]
     call: Option<String>,
@@ -165,10 +172,11 @@ struct UndoArgs {
 
 impl UndoArgs {
     fn target(self) -> UndoTarget {
-        match (self.call, self.turn) {
-            (Some(id), _) => UndoTarget::Call(id),
-            (None, Some(turn)) => UndoTarget::Turn(turn),
-            (None, None) => UndoTarget::Last,
+        match (self.seq, self.call, self.turn) {
+            (Some(seq), _, _) => UndoTarget::Seq(seq),
+            (None, Some(id), _) => UndoTarget::Call(id),
+            (None, None, Some(turn)) => UndoTarget::Turn(turn),
+            (None, None, None) => UndoTarget::Last,
         }
     }
 }
@@ -347,6 +355,13 @@ fn leave_to_exit(toolbox: Toolbox) {
     std::mem::forget(toolbox);
 }
 
+/// Milliseconds since the Unix epoch (0 before it).
+fn unix_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
 fn parse_provider(name: &str) -> Result<Provider, String> {
     name.parse()
         .map_err(|_| "expected one of: anthropic, openai-chat, openai-responses, gemini".to_owned())
@@ -396,6 +411,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             root,
             policy,
             review,
+            call_id,
             toolbox,
             tool,
             input,
@@ -405,11 +421,16 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 Root::open(&root).with_context(|| format!("opening root {}", root.display()))?;
             let toolbox = toolbox.build().await?;
             let effects = Effects::default();
+            let call_id =
+                call_id.unwrap_or_else(|| format!("call-{}-{:08x}", unix_ms(), fastrand::u32(..)));
             let mut context = CallContext::new(&root, &policy, &effects);
             context.approver = Some(&cli::agent::TerminalApprover);
             context.review = review;
+            context.call_id = Some(call_id.clone());
             let outcome = toolbox.call_in(&mut context, &tool, &input).await;
-            println!("{}", serde_json::to_string_pretty(&outcome.to_json())?);
+            let mut printed = outcome.to_json();
+            printed["call_id"] = call_id.into();
+            println!("{}", serde_json::to_string_pretty(&printed)?);
             leave_to_exit(toolbox);
             Ok(ExitCode::from(if outcome.result.is_ok() {
                 EXIT_OK

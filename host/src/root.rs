@@ -63,6 +63,18 @@ impl Root {
         &self.path
     }
 
+    /// Whether the directory opened as the root is the one at `path` (symlinks followed): the same
+    /// device and inode as the open handle, whatever either is named. False when `path` cannot be
+    /// looked up.
+    pub fn is_at(&self, path: &Path) -> bool {
+        use cap_std::fs::MetadataExt as _;
+        use std::os::unix::fs::MetadataExt as _;
+        match (self.dir.dir_metadata(), std::fs::metadata(path)) {
+            (Ok(opened), Ok(named)) => opened.dev() == named.dev() && opened.ino() == named.ino(),
+            _ => false,
+        }
+    }
+
     /// The capability handle every host-side access beneath the root goes through.
     pub(crate) fn dir(&self) -> &Dir {
         &self.dir

@@ -1,6 +1,6 @@
 //! The `turngate mcp` command the MCP tests start (with the tests' precompiled cache), and a
-//! `--listen 127.0.0.1:0` process of it: its URL read from the first stderr line, the rest of its
-//! stderr collected for failure messages, killed on drop.
+//! `--listen 127.0.0.1:0` process of it: its URL read from its `listening on URL` stderr line, all of
+//! its stderr collected for failure messages, killed on drop.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -46,34 +46,32 @@ impl HttpServer {
             .spawn()
             .expect("start turngate mcp --listen");
         let stderr = Arc::new(Mutex::new(String::new()));
-        let (first, first_line) = channel();
+        let (send_url, url_line) = channel();
         let pipe = child.stderr.take().unwrap();
         let collected = Arc::clone(&stderr);
         // Keeps draining stderr, so the server never blocks on it.
         std::thread::spawn(move || {
-            let mut first = Some(first);
+            let mut send_url = Some(send_url);
             for line in BufReader::new(pipe).lines() {
                 let Ok(line) = line else { break };
-                if let Some(first) = first.take() {
-                    first.send(line.clone()).ok();
+                if line.starts_with("listening on ")
+                    && let Some(send_url) = send_url.take()
+                {
+                    send_url.send(line.clone()).ok();
                 }
                 let mut text = collected.lock().unwrap();
                 text.push_str(&line);
                 text.push('\n');
             }
         });
-        let line = first_line
-            .recv_timeout(STARTUP_PATIENCE)
-            .unwrap_or_else(|_| {
-                panic!(
-                    "turngate mcp --listen printed nothing ({:?})",
-                    child.try_wait()
-                )
-            });
-        let url = line
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("the first stderr line is `listening on URL`: {line:?}"))
-            .to_owned();
+        let line = url_line.recv_timeout(STARTUP_PATIENCE).unwrap_or_else(|_| {
+            panic!(
+                "turngate mcp --listen printed no URL ({:?}): {}",
+                child.try_wait(),
+                stderr.lock().unwrap()
+            )
+        });
+        let url = line["listening on ".len()..].to_owned();
         assert!(
             url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
             "{line}"

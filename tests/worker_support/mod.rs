@@ -390,3 +390,27 @@ pub async fn submit_job(
         .await
         .unwrap();
 }
+
+/// Applies `count` writes (`pruner-N.txt`) to the root at `root` under a journal that keeps `keep`
+/// calls, so that its older calls are pruned as `Retention` prunes them after many calls.
+pub fn prune_journal(root: &Path, keep: usize, count: usize) {
+    runtime().block_on(async {
+        let toolbox = turngate::Toolbox::builder()
+            .cache(turngate::CacheSetting::Dir(test_cache_dir()))
+            .build()
+            .await
+            .unwrap();
+        let root = turngate::Root::open(root).unwrap();
+        let policy = turngate::Policy::allow_all();
+        let effects = turngate::Effects::new(turngate::Retention {
+            max_calls: keep,
+            ..turngate::Retention::default()
+        });
+        for n in 0..count {
+            let mut context = turngate::CallContext::new(&root, &policy, &effects);
+            let input = json!({"path": format!("pruner-{n}.txt"), "content": "x"}).to_string();
+            let outcome = toolbox.call_in(&mut context, "write_file", &input).await;
+            assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+        }
+    });
+}

@@ -3,8 +3,8 @@
 //! `journal` prints one JSON object per applied call, oldest first: `{"seq", "call_id", "turn", "tool",
 //! "time_ms", "time", "state": "applied"|"undone", "changes": [{"path", "kind", "before", "after"}]}`,
 //! with `"damage"` naming what the journal cannot vouch for (a damaged record, a missing pre-image).
-//! `undo` restores what one call (`--last`, `--call ID`) or a whole turn (`--turn ID`) changed and
-//! prints the calls it undid the same way.
+//! `undo` restores what one call (`--last`, `--seq N`, `--call ID`) or a whole turn (`--turn ID`)
+//! changed and prints the calls it undid the same way.
 
 use std::io::Write;
 

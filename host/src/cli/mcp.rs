@@ -1,7 +1,7 @@
 //! `turngate mcp`: flags and glue around `turngate::mcp`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
@@ -15,9 +15,13 @@ use crate::{EXIT_OK, ToolboxArgs, load_policy};
 /// `turngate mcp`'s flags.
 #[derive(Args)]
 pub struct McpArgs {
-    /// The directory calls are confined to.
+    /// The directory calls are confined to. Give an absolute path: clients often start servers in `/`.
     #[arg(long)]
     root: PathBuf,
+    /// Serve a root that is `/`, the home directory or a directory above it, or a system directory
+    /// (refused otherwise: every tool could read and change everything in it).
+    #[arg(long)]
+    allow_broad_root: bool,
     /// A policy file (TOML); without one, every tool may act anywhere inside the root.
     #[arg(long)]
     policy: Option<PathBuf>,
@@ -50,6 +54,18 @@ pub async fn serve(args: McpArgs) -> Result<ExitCode> {
     let policy = load_policy(args.policy.as_ref())?;
     let root =
         Root::open(&args.root).with_context(|| format!("opening root {}", args.root.display()))?;
+    if !args.allow_broad_root
+        && let Some(what) = broad_root(&root)
+    {
+        bail!(
+            "refusing to serve {} as the root: it is {what}, and every tool could read and change \
+             everything in it. Give the project's directory as an absolute path (MCP clients often \
+             start servers in `/`, so `--root .` may mean `/`), or add --allow-broad-root if you \
+             mean it",
+            root.path().display()
+        );
+    }
+    eprintln!("turngate mcp: root {}", root.path().display());
     // The log is the user's file, outside the root's scope.
     #[allow(clippy::disallowed_methods)]
     let log: Option<Box<dyn std::io::Write + Send>> = match &args.log {
@@ -92,6 +108,67 @@ pub async fn serve(args: McpArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::from(EXIT_OK))
+}
+
+/// System directories refused as a root (besides `/` and the home directory and the directories above
+/// it): what the operating system runs from, its configuration and state, and the kernel's views.
+/// Listed as the paths Linux and macOS give them; a directory that is not there is skipped.
+const SYSTEM_DIRS: &[&str] = &[
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/opt",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/srv",
+    "/sys",
+    "/usr",
+    "/usr/bin",
+    "/usr/lib",
+    "/usr/local",
+    "/usr/sbin",
+    "/usr/share",
+    "/var",
+    "/home",
+    "/Applications",
+    "/Library",
+    "/System",
+    "/Users",
+    "/Volumes",
+    "/private",
+    "/private/etc",
+    "/private/var",
+];
+
+/// What makes `root` too broad to serve without --allow-broad-root, if anything. The directory opened
+/// is compared with each named one by device and inode, so no spelling (`/usr/..`, a symlink) gets
+/// past it.
+fn broad_root(root: &Root) -> Option<String> {
+    if root.is_at(Path::new("/")) {
+        return Some("the filesystem's root".into());
+    }
+    if let Some(home) = dirs::home_dir() {
+        if root.is_at(&home) {
+            return Some("your home directory".into());
+        }
+        if let Some(above) = home.ancestors().skip(1).find(|dir| root.is_at(dir)) {
+            return Some(format!(
+                "{}, which holds your home directory",
+                above.display()
+            ));
+        }
+    }
+    SYSTEM_DIRS
+        .iter()
+        .find(|dir| root.is_at(Path::new(dir)))
+        .map(|dir| format!("the system directory {dir}"))
 }
 
 fn http_options(args: &McpArgs, addr: SocketAddr) -> Result<HttpOptions> {

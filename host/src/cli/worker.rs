@@ -96,7 +96,8 @@ pub struct SubmitArgs {
     /// The root: a directory name beneath the workers' --roots.
     #[arg(long)]
     root: String,
-    /// The job ID (default: made up); a job submitted twice with one ID runs once.
+    /// The job ID (default: made up); a job submitted twice with one ID runs once, and is answered
+    /// with its stored report from then on.
     #[arg(long)]
     job_id: Option<String>,
     /// OpenAI Chat: the request forced a named tool (as `run --forced-tool-choice`).
@@ -168,6 +169,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
             "job": id,
             "stream_seq": submitted.stream_seq,
             "duplicate": submitted.duplicate,
+            "answered": submitted.answered,
         });
         println!("{line}");
         return Ok(ExitCode::from(crate::EXIT_OK));

@@ -11,6 +11,8 @@
 //! * [`listing`]: the tools as `tools/list` shows them, with hints from their declared access.
 //! * [`answer`]: a call's outcome as a `CallToolResult`.
 //! * [`consent`]: `approval = "ask"` put to the user through the client.
+//! * [`inbound`]: what every incoming message is checked for, and the error each failure gets.
+//! * [`stdio`]: the stdio transport, which answers every line it rejects.
 //! * [`http`]: Streamable HTTP: Host and Origin checks, an optional bearer token.
 //!
 //! Calls run concurrently (rmcp runs each request as a task of its own), bounded by the toolbox's
@@ -21,7 +23,9 @@
 pub mod answer;
 pub mod consent;
 pub mod http;
+pub mod inbound;
 pub mod listing;
+pub mod stdio;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,7 +37,6 @@ use rmcp::model::{
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::Value;
 
@@ -47,8 +50,8 @@ use crate::root::Root;
 use crate::toolbox::{CallContext, Toolbox};
 
 /// The largest JSON-RPC message the server reads, in bytes (a stdio line, an HTTP request body). A
-/// longer stdio line is dropped with a JSON-RPC error and the server goes on reading; a longer HTTP
-/// body gets `413 Payload Too Large`.
+/// longer stdio line is skipped and answered with a JSON-RPC error, and the server goes on reading; a
+/// longer HTTP body gets `413 Payload Too Large`.
 pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
 
 /// How long a stdio server whose client went away waits for its cancelled calls to unwind.
@@ -114,8 +117,7 @@ impl McpServer {
     /// message too: that is not an error). Only protocol messages are written to stdout.
     pub async fn serve_stdio(self) -> Result<(), McpError> {
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
-        let transport = AsyncRwTransport::<RoleServer, _, _>::new(stdin, stdout)
-            .with_max_line_length(MAX_MESSAGE_BYTES);
+        let transport = stdio::StdioTransport::new(stdin, stdout);
         let shared = self.shared.clone();
         let running = match self.serve(transport).await {
             Ok(running) => running,

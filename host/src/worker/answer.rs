@@ -10,6 +10,10 @@
 //! 1 for a job that was refused) and the payload `turngate run` prints; a dead-lettered job's report
 //! also has `"dead_letter": {"deliveries"}`, and a refused job's is `{"job", "error": {"kind",
 //! "message"}}`.
+//!
+//! The report is the job's answer for good: once it is stored, nothing is published on the job's
+//! subject again (a worker given the job again answers from it, see [`stored_report`]), so it is the
+//! subject's last message. The results stream keeps it without an age limit.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -38,6 +42,59 @@ pub const EXIT_REFUSED: u8 = 1;
 /// How long a worker keeps retrying one publish (the NATS server restarting, say) before it gives
 /// the job up to a later delivery.
 const PUBLISH_PATIENCE: Duration = Duration::from_secs(30);
+
+/// A job's report, as its worker published it.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The exit code `turngate run` would give (1 for a refused job).
+    pub exit_code: u8,
+    /// The JSON `turngate run` prints.
+    pub json: Bytes,
+}
+
+impl Report {
+    /// The report in a results message, if it is one.
+    fn from_message(headers: Option<&HeaderMap>, payload: &Bytes) -> Option<Report> {
+        let header = |name| headers.and_then(|h| h.get(name)).map(|v| v.as_str());
+        (header(HEADER_KIND) == Some("report")).then(|| Report {
+            exit_code: header(HEADER_EXIT)
+                .and_then(|e| e.parse().ok())
+                .unwrap_or(EXIT_REFUSED),
+            json: payload.clone(),
+        })
+    }
+}
+
+/// The stored report of job `job`, if it was answered: the last message on its results subject, when
+/// that is a report. (`None` as well when the results stream does not exist yet.)
+pub async fn stored_report(
+    js: &Context,
+    names: &Names,
+    job: &str,
+) -> Result<Option<Report>, WorkerError> {
+    use async_nats::jetstream::ErrorCode;
+    use async_nats::jetstream::context::GetStreamErrorKind;
+    use async_nats::jetstream::stream::LastRawMessageErrorKind;
+    let stream = match js.get_stream(names.results_stream()).await {
+        Ok(stream) => stream,
+        Err(e) if matches!(e.kind(), GetStreamErrorKind::JetStream(ref j) if j.error_code() == ErrorCode::STREAM_NOT_FOUND) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(WorkerError::nats("opening the results stream")(&e)),
+    };
+    match stream
+        .get_last_raw_message_by_subject(&names.results_subject(job))
+        .await
+    {
+        Ok(message) => Ok(Report::from_message(
+            Some(&message.headers),
+            &message.payload,
+        )),
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+        Err(e) => Err(WorkerError::nats("reading a stored report")(&e)),
+    }
+}
 
 /// One message of an answer.
 #[derive(Debug, Clone)]

@@ -6,7 +6,8 @@
 //! acked), answers it under the root's lease from the journal alone (calls recorded for the job are
 //! answered from their records, the others are errors, not run; nothing runs), publishes the answer
 //! under the same message IDs as any other attempt (so a report that did get out is not doubled),
-//! deletes the job from the jobs stream and acks the advisory.
+//! deletes the job from the jobs stream and acks the advisory. A job with a stored report was
+//! answered already: it is only deleted.
 
 use std::rc::Rc;
 
@@ -16,7 +17,7 @@ use async_nats::jetstream::context::Context;
 use serde::Deserialize;
 
 use super::WorkerError;
-use super::answer::Answer;
+use super::answer::{Answer, stored_report};
 use super::job::Job;
 use super::run::{Mode, Worker, next_message, with_progress};
 
@@ -61,17 +62,28 @@ async fn answer(
             .map_err(|e| WorkerError::nats("opening the jobs stream")(&e))?;
         // Gone: acked after all (a late ack of the last delivery), or deleted by a dead letter before.
         if let Ok(raw) = jobs.get_raw_message(advisory.stream_seq).await {
-            let answer = match Job::from_parts(Some(&raw.headers), raw.payload) {
-                Ok(job) => {
-                    worker
-                        .answer(&job, Mode::DeadLetter(advisory.deliveries))
-                        .await?
-                }
-                Err((id, error)) => {
-                    Answer::refused(names, id.as_deref(), raw.sequence, &error.to_string())
-                }
+            let job = Job::from_parts(Some(&raw.headers), raw.payload);
+            let id = match &job {
+                Ok(job) => Some(job.id.as_str()),
+                Err((id, _)) => id.as_deref(),
             };
-            answer.publish(js).await?;
+            let answered = match id {
+                Some(id) => stored_report(js, names, id).await?.is_some(),
+                None => false,
+            };
+            if !answered {
+                let answer = match job {
+                    Ok(job) => {
+                        worker
+                            .answer(&job, Mode::DeadLetter(advisory.deliveries))
+                            .await?
+                    }
+                    Err((id, error)) => {
+                        Answer::refused(names, id.as_deref(), raw.sequence, &error.to_string())
+                    }
+                };
+                answer.publish(js).await?;
+            }
             jobs.delete_message(advisory.stream_seq)
                 .await
                 .map_err(|e| WorkerError::nats("deleting a dead job")(&e))?;

@@ -5,7 +5,9 @@
 //! 1. pull one job per free slot (`--concurrency`) from the durable consumer, and from then on send
 //!    an in-progress ack every third of the ack wait, so a long job is not delivered again;
 //! 2. read the job strictly ([`Job::from_parts`]); a message that is not a job, or whose root cannot
-//!    be opened, is answered with a refusal (and acked), never retried;
+//!    be opened, is answered with a refusal (and acked), never retried; a job whose ID has a stored
+//!    report ([`stored_report`]) was answered already, whatever JetStream's de-duplication forgot
+//!    since: it is acked, nothing runs and nothing is published;
 //! 3. open the root through the roots directory's handle and wait for its [`Lease`];
 //! 4. open the root's journal (which settles whatever a crashed worker left half-applied), then run
 //!    the turn through [`process_turn_recorded`] with the job ID as the turn ID: before each call,
@@ -27,7 +29,7 @@ use cap_std::fs::Dir;
 use futures_util::StreamExt;
 
 use super::WorkerError;
-use super::answer::Answer;
+use super::answer::{Answer, stored_report};
 use super::job::Job;
 use super::setup::{self, Settings};
 use crate::effects::EffectError;
@@ -156,15 +158,29 @@ impl Worker {
             .map(|info| (info.stream_sequence, info.delivered.max(1) as u64))
             .unwrap_or((0, 1));
         let work = async {
-            let answer = match Job::from_parts(message.headers.as_ref(), message.payload.clone()) {
-                Ok(job) => self.answer(&job, Mode::Run).await?,
-                Err((id, error)) => {
-                    Answer::refused(&self.settings.names, id.as_deref(), seq, &error.to_string())
-                }
+            let names = &self.settings.names;
+            let job = Job::from_parts(message.headers.as_ref(), message.payload.clone());
+            let id = match &job {
+                Ok(job) => Some(job.id.as_str()),
+                Err((id, _)) => id.as_deref(),
             };
-            worker_point("after-apply");
-            answer.publish(js).await?;
-            worker_point("after-publish");
+            if let Some(id) = id
+                && stored_report(js, names, id).await?.is_some()
+            {
+                (self.log)(&format!(
+                    "job #{seq} ({id}) was answered before: its report stands"
+                ));
+            } else {
+                let answer = match &job {
+                    Ok(job) => self.answer(job, Mode::Run).await?,
+                    Err((id, error)) => {
+                        Answer::refused(names, id.as_deref(), seq, &error.to_string())
+                    }
+                };
+                worker_point("after-apply");
+                answer.publish(js).await?;
+                worker_point("after-publish");
+            }
             message
                 .double_ack()
                 .await

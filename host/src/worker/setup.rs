@@ -2,8 +2,8 @@
 //!
 //! * `P_jobs`: work-queue retention (a job leaves the stream when acked), file storage,
 //!   de-duplication of submissions by job ID over [`Settings::duplicate_window`];
-//! * `P_results`: limits retention with [`RESULTS_MAX_AGE`], file storage, de-duplication of result
-//!   messages over the same window;
+//! * `P_results`: limits retention without an age limit (a job's stored report is its answer for
+//!   good: see `answer`), file storage, de-duplication of result messages over the same window;
 //! * `P_dead`: work-queue retention, file storage, capturing the max-deliveries advisories;
 //! * the durable pull consumer `workers` on `P_jobs`: explicit acks, [`Settings::ack_wait`] (which a
 //!   worker extends with in-progress acks while it works on a job), [`Settings::max_deliver`], and
@@ -20,9 +20,6 @@ use async_nats::jetstream::stream::{self, RetentionPolicy, StorageType};
 
 use super::WorkerError;
 use super::names::{CONSUMER, Names};
-
-/// How long results are kept.
-pub const RESULTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// A deployment's delivery settings. Defaults: 30 s ack wait, 5 deliveries, a 10-minute
 /// de-duplication window.
@@ -70,7 +67,8 @@ pub async fn ensure_streams(js: &Context, settings: &Settings) -> Result<(), Wor
             retention: RetentionPolicy::Limits,
             storage: StorageType::File,
             duplicate_window: settings.duplicate_window,
-            max_age: RESULTS_MAX_AGE,
+            // Kept until an operator removes them: a job ID is answered from its report for good.
+            max_age: Duration::ZERO,
             ..Default::default()
         },
         stream::Config {

@@ -5,11 +5,11 @@ use std::time::Duration;
 use async_nats::jetstream::consumer::{DeliverPolicy, pull};
 use async_nats::jetstream::context::Context;
 use async_nats::jetstream::message::PublishMessage;
-use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::WorkerError;
-use super::answer::{HEADER_EXIT, HEADER_KIND};
+pub use super::answer::Report;
+use super::answer::{HEADER_EXIT, HEADER_KIND, stored_report};
 use super::job::Job;
 use super::setup::{self, Settings};
 
@@ -18,21 +18,16 @@ use super::setup::{self, Settings};
 pub struct Submitted {
     /// The job's sequence in the jobs stream.
     pub stream_seq: u64,
-    /// JetStream had this job ID already (within the de-duplication window): it was not enqueued
-    /// again.
+    /// The job was not enqueued again: JetStream had this job ID already (within the
+    /// de-duplication window), or it was answered already.
     pub duplicate: bool,
+    /// The job has a stored report already (see [`stored_report`]): it was not enqueued, and the
+    /// stored report is its answer (`stream_seq` is then 0).
+    pub answered: bool,
 }
 
-/// A job's report, as its worker published it.
-#[derive(Debug, Clone)]
-pub struct Report {
-    /// The exit code `turngate run` would give (1 for a refused job).
-    pub exit_code: u8,
-    /// The JSON `turngate run` prints.
-    pub json: Bytes,
-}
-
-/// Enqueues `job` (creating the streams when missing), waiting for JetStream to store it.
+/// Enqueues `job` (creating the streams when missing), waiting for JetStream to store it; a job that
+/// was answered already is not enqueued again.
 pub async fn submit(
     js: &Context,
     settings: &Settings,
@@ -42,6 +37,13 @@ pub async fn submit(
         .headers()
         .map_err(|e| WorkerError::Config(e.to_string()))?;
     setup::ensure_streams(js, settings).await?;
+    if stored_report(js, &settings.names, &job.id).await?.is_some() {
+        return Ok(Submitted {
+            stream_seq: 0,
+            duplicate: true,
+            answered: true,
+        });
+    }
     let publish = PublishMessage::build()
         .headers(headers)
         .payload(job.stream.clone());
@@ -54,10 +56,11 @@ pub async fn submit(
     Ok(Submitted {
         stream_seq: ack.sequence,
         duplicate: ack.duplicate,
+        answered: false,
     })
 }
 
-/// Waits for the report of job `id` (which may have arrived already), at most `timeout`.
+/// Waits for the report of job `id` (which may have arrived already, or long ago), at most `timeout`.
 pub async fn wait_for_report(
     js: &Context,
     settings: &Settings,

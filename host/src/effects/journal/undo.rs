@@ -29,6 +29,8 @@ pub enum UndoTarget {
     Call(String),
     /// Every applied call of this turn.
     Turn(String),
+    /// The applied call with this sequence number (`seq` in `turngate journal`).
+    Seq(u64),
 }
 
 /// Why an undo was refused or failed. Nothing of the calls was restored.
@@ -94,12 +96,14 @@ impl Journal {
                 .filter(|c| c.turn.as_deref() == Some(turn))
                 .cloned()
                 .collect(),
+            UndoTarget::Seq(seq) => applied.filter(|c| c.seq == *seq).take(1).cloned().collect(),
         };
         if chosen.is_empty() {
             let what = match target {
                 UndoTarget::Last => "the journal has none".to_owned(),
                 UndoTarget::Call(id) => format!("no applied call has ID `{id}`"),
                 UndoTarget::Turn(turn) => format!("no applied call belongs to turn `{turn}`"),
+                UndoTarget::Seq(seq) => format!("no applied call has seq {seq}"),
             };
             return Err(UndoError::NothingToUndo(what));
         }
