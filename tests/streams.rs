@@ -1345,6 +1345,24 @@ fn a_whole_body_is_told_apart_by_its_first_byte_and_parsed_strictly() {
         "{}",
         turn.ending.detail
     );
+    // The byte budget holds for a whole body as for a stream.
+    let budget = |max_turn_bytes| DecoderOptions {
+        max_turn_bytes,
+        ..DecoderOptions::default()
+    };
+    let turn = check_bytes_with(Anthropic, budget(body.len() - 1), &body);
+    assert_eq!(turn.ending.status, Malformed);
+    assert!(
+        turn.ending.detail.contains("byte limit"),
+        "{}",
+        turn.ending.detail
+    );
+    assert_eq!(
+        check_bytes_with(Anthropic, budget(body.len()), &body)
+            .ending
+            .status,
+        Completed
+    );
 }
 
 #[test]
@@ -2256,4 +2274,16 @@ fn responses_done_line_after_the_terminal_event_ends_the_stream() {
         decode(OpenAiResponses, early.as_bytes()).ending.status,
         Malformed
     );
+}
+
+fn check_bytes_with(provider: Provider, options: DecoderOptions, body: &[u8]) -> Turn {
+    let whole = decode_with(provider, options, body);
+    for sizes in [vec![1], vec![7], vec![1000, 3]] {
+        assert_eq!(
+            decode_chunked(provider, options, body, &sizes).0,
+            whole,
+            "{sizes:?}"
+        );
+    }
+    whole
 }
