@@ -4,12 +4,14 @@
 //! [`TurnStatus::Malformed`]; each provider module implements [`ProviderFold`] to fold its events. A body
 //! whose first non-whitespace byte is `{` or `[` is a whole JSON response (a non-streamed answer, or a
 //! server that ignored `stream: true`): it is read whole, parsed strictly and folded as the events of its
-//! streamed equivalent (see [`whole`]).
+//! streamed equivalent (see `whole.rs`).
 //!
 //! Classification principle, shared by every provider: the first fault in stream order (a protocol violation,
 //! an error event, a framing error, the byte limit) decides the status and cannot be undone by anything that
 //! follows; events after a fault are still folded so that every call seen is reported. Without a fault, the
-//! provider's terminator and stop reason decide. Nothing about a call is surfaced before [`TurnDecoder::finish`].
+//! provider's terminator and stop reason decide, except that a turn they call completed is truncated when
+//! the output limit is known and the reported usage reached it ([`DecoderOptions::max_output_tokens`]).
+//! Nothing about a call is surfaced before [`TurnDecoder::finish`].
 
 use serde_json::{Map, Value};
 
@@ -369,7 +371,8 @@ impl Common {
         self.notes.push(clip_note(note.into()));
     }
 
-    /// Builds the turn, the finish step every fold shares: a recorded fault overrides `verdict`; without one,
+    /// Builds the turn, the finish step every fold shares: a completed `verdict` is truncated when the
+    /// reported output usage reached the known output limit; a recorded fault overrides `verdict`; without one,
     /// call IDs that are not unique make the turn Malformed (two results would carry the same ID, so no
     /// answer could be matched to its call); `stop_reason` is kept either way. Calls without an ID (Gemini
     /// answers by order) are not compared.
