@@ -650,6 +650,51 @@ fn run_fixture(root: &std::path::Path, provider: &str, file: &str) -> (Option<i3
     (out.status.code(), report)
 }
 
+/// `run --max-output-tokens N`: a `tool_calls` turn whose usage reached N (as vLLM reports cut turns) runs
+/// nothing and exits 3; below the limit it runs; a whole JSON body given inline is gated like a stream.
+#[test]
+fn run_takes_the_output_limit_and_whole_json_bodies() {
+    let fixture_file = "streams/constructed/openai_chat_vllm_tool_calls_at_limit.sse";
+    for (limit, code, status) in [("64", 3, "truncated"), ("65", 0, "completed")] {
+        let root = tempfile::tempdir().unwrap();
+        let out = turngate()
+            .args([
+                "run",
+                "--provider",
+                "openai-chat",
+                "--max-output-tokens",
+                limit,
+                "--root",
+            ])
+            .arg(root.path())
+            .arg(fixture(fixture_file))
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(code), "{limit}: {report}");
+        assert_eq!(report["turn"]["status"], status);
+        assert_eq!(report["turn"]["stop_reason"], "tool_calls");
+        assert_eq!(root.path().join("notes.txt").exists(), code == 0, "{limit}");
+    }
+    let root = tempfile::tempdir().unwrap();
+    let body =
+        std::fs::read_to_string(fixture("streams/constructed/anthropic_whole_tool_use.json"))
+            .unwrap();
+    let out = turngate()
+        .args(["run", "--provider", "anthropic", "--root"])
+        .arg(root.path())
+        .arg(&body)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
+        "hello"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "Writing the file.");
+}
+
 #[test]
 fn run_shows_each_call_kind_and_answers_every_client_item() {
     let root = tempfile::tempdir().unwrap();

@@ -28,12 +28,16 @@ fn provider() -> impl Strategy<Value = Provider> {
 }
 
 fn options() -> impl Strategy<Value = DecoderOptions> {
-    (any::<bool>(), prop_oneof![Just(usize::MAX), 0usize..4096]).prop_map(|(forced, max)| {
-        DecoderOptions {
+    (
+        any::<bool>(),
+        prop_oneof![Just(usize::MAX), 0usize..4096],
+        prop::option::of(0u64..64),
+    )
+        .prop_map(|(forced, max, max_output_tokens)| DecoderOptions {
             forced_tool_choice: forced,
             max_turn_bytes: max,
-        }
-    })
+            max_output_tokens,
+        })
 }
 
 /// Bytes that look a bit like SSE so the decoders get past the framing.
@@ -63,6 +67,39 @@ fn sse_ish() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(atoms, 0..60).prop_map(|v| v.concat())
 }
 
+/// Bytes that start like a whole JSON response body (`{` or `[` first) so the decoders take the whole-body
+/// path: pieces of every provider's non-streamed shape, brackets, separators and bad bytes.
+fn json_ish() -> impl Strategy<Value = Vec<u8>> {
+    let atoms = prop::sample::select(vec![
+        &b"{"[..],
+        b"}",
+        b"[",
+        b"]",
+        b",",
+        b":",
+        b" \n",
+        b"\"type\":\"message\"",
+        b"\"type\":\"error\",\"error\":{}",
+        b"\"content\":[{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"n\",\"input\":{}}]",
+        b"\"stop_reason\":\"tool_use\"",
+        b"\"usage\":{\"output_tokens\":7,\"completion_tokens\":7}",
+        b"\"choices\":[{\"index\":0,\"message\":{\"tool_calls\":[{\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]",
+        b"\"object\":\"response\"",
+        b"\"status\":\"completed\"",
+        b"\"output\":[{\"id\":\"i\",\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"n\",\"arguments\":\"{}\",\"status\":\"completed\"}]",
+        b"\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"name\":\"f\",\"args\":{}}}]},\"finishReason\":\"STOP\"}]",
+        b"\"usageMetadata\":{\"candidatesTokenCount\":3,\"thoughtsTokenCount\":18446744073709551615}",
+        b"\"a\":1",
+        b"\xff",
+        b"\xef\xbb\xbf",
+    ]);
+    (
+        prop::sample::select(vec![&b"{"[..], b"[", b" {", b"\r\n["]),
+        prop::collection::vec(atoms, 0..40),
+    )
+        .prop_map(|(start, v)| [start.to_vec(), v.concat()].concat())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -70,7 +107,7 @@ proptest! {
     fn arbitrary_bytes_never_panic_and_chunking_is_irrelevant(
         provider in provider(),
         options in options(),
-        body in prop_oneof![prop::collection::vec(any::<u8>(), 0..2048), sse_ish()],
+        body in prop_oneof![prop::collection::vec(any::<u8>(), 0..2048), sse_ish(), json_ish()],
         points in prop::collection::vec(any::<usize>(), 0..12),
     ) {
         let whole = decode_whole(provider, options, &body);

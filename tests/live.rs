@@ -629,6 +629,116 @@ fn a_truncated_turn_is_discarded_and_requested_again_with_a_doubled_limit() {
     }
 }
 
+/// A server (a proxy ignoring `stream: true`) answers the streaming request with one whole JSON body
+/// (`content-type: application/json`): the agent gates it as the streamed turn, runs the write once and
+/// goes on; a whole body cut at the output limit is regenerated like a streamed one.
+#[test]
+fn agent_takes_a_whole_json_body_answered_to_a_streaming_request() {
+    use fake_provider::whole;
+    for provider in Provider::ALL {
+        let server = FakeProvider::scripted(
+            provider,
+            vec![
+                Reply::json(whole::turn(
+                    provider,
+                    "Updating.",
+                    &[write("u1", "notes.txt", "BAD\n")],
+                    End::Truncated,
+                    1000,
+                )),
+                Reply::json(whole::turn(
+                    provider,
+                    "Writing.",
+                    &[write("u1", "notes.txt", "Final notes\n")],
+                    End::Complete,
+                    20,
+                )),
+                Reply::json(whole::turn(provider, "All done.", &[], End::Complete, 5)),
+            ],
+        );
+        let ws = workspace();
+        let s = agent(&server, &ws, &["--max-output-tokens", "1000"]);
+        assert_end(&s, "finished", 0, provider.as_str());
+        assert_eq!(server.count(), 3, "{provider}");
+        assert_eq!(ws.read("notes.txt"), "Final notes\n", "{provider}");
+        let attempts = s.attempts();
+        assert_eq!(attempts[0]["outcome"], "truncated", "{provider}");
+        assert_eq!(attempts[0]["action"], "regenerate", "{provider}");
+        assert_eq!(attempts[1]["action"], "accept", "{provider}");
+        let ok = s
+            .calls()
+            .into_iter()
+            .filter(|c| c["verdict"] == "ok")
+            .count();
+        assert_eq!(ok, 1, "{provider}: the write ran once");
+        assert!(
+            s.stderr.contains("Writing."),
+            "{provider}: text echoed: {}",
+            s.stderr
+        );
+    }
+}
+
+/// A server (vLLM, Dynamo) reports a turn cut at the output limit as finished (`tool_calls`, `tool_use`,
+/// `completed`, `STOP`): the agent knows the limit it asked for, sees the usage reached it, runs nothing
+/// and regenerates the turn as a truncated one, with a doubled limit.
+#[test]
+fn a_finished_looking_turn_whose_usage_reached_the_limit_is_regenerated() {
+    use fake_provider::whole;
+    let cut_write = || write("u1", "notes.txt", "Fil");
+    for provider in Provider::ALL {
+        let mut first = vec![Reply::json(whole::turn(
+            provider,
+            "Updating.",
+            &[cut_write()],
+            End::Complete,
+            1000,
+        ))];
+        if provider == Provider::OpenAiChat {
+            // Streamed, with the usage chunk `stream_options.include_usage` asks for.
+            let usage = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "choices": [],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 1000, "total_tokens": 1010}});
+            let body = sse::tools(provider, &[cut_write()])
+                .replace("data: [DONE]", &format!("data: {usage}\n\ndata: [DONE]"));
+            first.push(Reply::Sse(body));
+        }
+        for cut in first {
+            let server = FakeProvider::scripted(
+                provider,
+                vec![
+                    cut,
+                    Reply::Sse(good_write(provider)),
+                    Reply::Sse(sse::done(provider)),
+                ],
+            );
+            let ws = workspace();
+            let s = agent(&server, &ws, &["--max-output-tokens", "1000"]);
+            assert_end(&s, "finished", 0, provider.as_str());
+            assert_eq!(server.count(), 3, "{provider}");
+            let limits: Vec<u64> = server
+                .requests()
+                .iter()
+                .map(|r| max_tokens(provider, &r.body))
+                .collect();
+            assert_eq!(limits, [1000, 2000, 1000], "{provider}");
+            if provider == Provider::OpenAiChat {
+                let asked = &server.requests()[0].body["stream_options"]["include_usage"];
+                assert_eq!(asked, &json!(true), "Chat asks for the usage chunk");
+            }
+            assert_eq!(ws.read("notes.txt"), "Final notes\n", "{provider}");
+            let attempts = s.attempts();
+            assert_eq!(attempts[0]["outcome"], "truncated", "{provider}");
+            assert_eq!(attempts[0]["action"], "regenerate", "{provider}");
+            let ok = s
+                .calls()
+                .into_iter()
+                .filter(|c| c["verdict"] == "ok")
+                .count();
+            assert_eq!(ok, 1, "{provider}: the cut write did not run");
+        }
+    }
+}
+
 #[test]
 fn three_truncated_turns_give_up_after_two_regenerations_and_write_nothing() {
     for provider in Provider::ALL {

@@ -1019,7 +1019,351 @@ const CASES: &[Case] = &[
             ),
         ],
     ),
+    // ---- whole JSON bodies (non-streamed answers), and the streamed twins they must equal ----
+    case(
+        "constructed/anthropic_whole_tool_use.json",
+        Anthropic,
+        Completed,
+        Some("tool_use"),
+        &[A_WHOLE],
+    ),
+    case(
+        "constructed/anthropic_whole_tool_use_streamed.sse",
+        Anthropic,
+        Completed,
+        Some("tool_use"),
+        &[A_WHOLE],
+    ),
+    case(
+        "constructed/anthropic_whole_max_tokens.json",
+        Anthropic,
+        Truncated,
+        Some("max_tokens"),
+        &[(
+            Some("toolu_CONSTRUCTED_whole"),
+            "write_file",
+            r#"{"content":"Fil","path":"notes.txt"}"#,
+        )],
+    ),
+    case(
+        "constructed/anthropic_whole_refusal.json",
+        Anthropic,
+        Refused,
+        Some("refusal"),
+        &[],
+    ),
+    case(
+        "constructed/anthropic_whole_duplicate_key.json",
+        Anthropic,
+        Malformed,
+        None,
+        &[],
+    ),
+    case(
+        "constructed/anthropic_whole_trailing_data.json",
+        Anthropic,
+        Malformed,
+        None,
+        &[],
+    ),
+    case(
+        "constructed/openai_chat_whole_tool_calls.json",
+        OpenAiChat,
+        Completed,
+        Some("tool_calls"),
+        &[C_WHOLE],
+    ),
+    case(
+        "constructed/openai_chat_whole_tool_calls_streamed.sse",
+        OpenAiChat,
+        Completed,
+        Some("tool_calls"),
+        &[C_WHOLE],
+    ),
+    case(
+        "constructed/openai_chat_whole_length.json",
+        OpenAiChat,
+        Truncated,
+        Some("length"),
+        &[C_WHOLE_CUT],
+    ),
+    case(
+        "constructed/openai_chat_whole_refusal.json",
+        OpenAiChat,
+        Refused,
+        Some("stop"),
+        &[],
+    ),
+    case(
+        "constructed/openai_chat_whole_bad_arguments.json",
+        OpenAiChat,
+        Completed,
+        Some("tool_calls"),
+        &[C_WHOLE_CUT],
+    ),
+    case(
+        "constructed/openai_responses_whole_function_call.json",
+        OpenAiResponses,
+        Completed,
+        Some("completed"),
+        &[R_WHOLE],
+    ),
+    case(
+        "constructed/openai_responses_whole_function_call_streamed.sse",
+        OpenAiResponses,
+        Completed,
+        Some("completed"),
+        &[R_WHOLE],
+    ),
+    case(
+        "constructed/openai_responses_whole_incomplete.json",
+        OpenAiResponses,
+        Truncated,
+        Some("max_output_tokens"),
+        &[(
+            Some("call_CONSTRUCTED_rw"),
+            "write_file",
+            r#"{"path":"notes.txt","content":"Fil"#,
+        )],
+    ),
+    case(
+        "constructed/openai_responses_whole_refusal.json",
+        OpenAiResponses,
+        Refused,
+        Some("completed"),
+        &[],
+    ),
+    case(
+        "constructed/gemini_whole_generate_content.json",
+        Gemini,
+        Completed,
+        Some("STOP"),
+        &[G_WHOLE],
+    ),
+    case(
+        "constructed/gemini_whole_generate_content_streamed.sse",
+        Gemini,
+        Completed,
+        Some("STOP"),
+        &[G_WHOLE],
+    ),
+    case(
+        "constructed/gemini_whole_stream_array.json",
+        Gemini,
+        Completed,
+        Some("STOP"),
+        &[G_WHOLE],
+    ),
+    case(
+        "constructed/gemini_whole_max_tokens.json",
+        Gemini,
+        Truncated,
+        Some("MAX_TOKENS"),
+        &[(
+            None,
+            "write_file",
+            r#"{"path":"notes.txt","content":"Fil"}"#,
+        )],
+    ),
+    case(
+        "constructed/gemini_whole_safety.json",
+        Gemini,
+        Filtered,
+        Some("SAFETY"),
+        &[],
+    ),
+    case(
+        "constructed/gemini_whole_prompt_blocked.json",
+        Gemini,
+        Filtered,
+        Some("SAFETY"),
+        &[],
+    ),
+    case(
+        "constructed/gemini_whole_array_trailing_comma.json",
+        Gemini,
+        Malformed,
+        None,
+        &[],
+    ),
+    // ---- gateways as they really stream; xAI's server-run search items ----
+    case(
+        "constructed/openai_responses_openrouter_done.sse",
+        OpenAiResponses,
+        Completed,
+        Some("completed"),
+        &[R1],
+    ),
+    case(
+        "constructed/openai_responses_event_after_done.sse",
+        OpenAiResponses,
+        Malformed,
+        Some("completed"),
+        &[R1],
+    ),
+    case(
+        "constructed/openai_responses_done_twice.sse",
+        OpenAiResponses,
+        Malformed,
+        Some("completed"),
+        &[R1],
+    ),
+    case(
+        "constructed/openai_chat_openrouter_reasoning_details.sse",
+        OpenAiChat,
+        Completed,
+        Some("tool_calls"),
+        &[(
+            Some("toolu_CONSTRUCTED_or"),
+            "write_file",
+            r#"{"path":"notes.txt","content":"hi"}"#,
+        )],
+    ),
+    case(
+        "constructed/openai_responses_xai_search.sse",
+        OpenAiResponses,
+        Completed,
+        Some("completed"),
+        &[],
+    ),
+    case(
+        "constructed/openai_responses_xai_search_and_client_custom_tool.sse",
+        OpenAiResponses,
+        Completed,
+        Some("completed"),
+        &[(Some("call_CONSTRUCTED_ctc"), "lookup", "notes.txt")],
+    ),
+    // ---- cut at the output limit but reported as finished (decoded without a limit here) ----
+    case(
+        "constructed/openai_chat_vllm_tool_calls_at_limit.sse",
+        OpenAiChat,
+        Completed,
+        Some("tool_calls"),
+        &[(
+            Some("chatcmpl-tool-CONSTRUCTED"),
+            "write_file",
+            r#"{"path": "notes.txt", "content": "Fil"}"#,
+        )],
+    ),
 ];
+
+const A_WHOLE: Call = (
+    Some("toolu_CONSTRUCTED_whole"),
+    "write_file",
+    r#"{"content":"hello","path":"notes.txt"}"#,
+);
+const C_WHOLE: Call = (
+    Some("call_CONSTRUCTED_whole"),
+    "write_file",
+    r#"{"path":"notes.txt","content":"hello"}"#,
+);
+const C_WHOLE_CUT: Call = (
+    Some("call_CONSTRUCTED_whole"),
+    "write_file",
+    r#"{"path":"notes.txt","content":"Fil"#,
+);
+const R_WHOLE: Call = (
+    Some("call_CONSTRUCTED_rw"),
+    "write_file",
+    r#"{"path":"notes.txt","content":"hello"}"#,
+);
+const G_WHOLE: Call = (
+    Some("CONSTRUCTED_gw"),
+    "write_file",
+    r#"{"path":"notes.txt","content":"hello"}"#,
+);
+
+/// A whole JSON body decodes to the same turn as the same answer streamed: assistant content (thinking
+/// and signatures, reasoning, every item), calls, ending and text.
+#[test]
+fn a_whole_json_body_is_the_same_turn_as_its_stream() {
+    for (whole, streamed, provider) in [
+        (
+            "constructed/anthropic_whole_tool_use.json",
+            "constructed/anthropic_whole_tool_use_streamed.sse",
+            Anthropic,
+        ),
+        (
+            "constructed/openai_chat_whole_tool_calls.json",
+            "constructed/openai_chat_whole_tool_calls_streamed.sse",
+            OpenAiChat,
+        ),
+        (
+            "constructed/openai_responses_whole_function_call.json",
+            "constructed/openai_responses_whole_function_call_streamed.sse",
+            OpenAiResponses,
+        ),
+        (
+            "constructed/gemini_whole_generate_content.json",
+            "constructed/gemini_whole_generate_content_streamed.sse",
+            Gemini,
+        ),
+    ] {
+        let a = check(whole, provider);
+        let b = check(streamed, provider);
+        assert_eq!(a.ending.status, Completed, "{whole}: {}", a.ending.detail);
+        assert_eq!(a.assistant, b.assistant, "{whole}");
+        assert_eq!(a.calls, b.calls, "{whole}");
+        assert_eq!(a.ending, b.ending, "{whole}");
+        assert!(!a.text.is_empty(), "{whole}");
+        assert_eq!(a.text, b.text, "{whole}");
+    }
+    // Gemini's streamGenerateContent without alt=sse: a pretty-printed JSON array of the same chunks.
+    let array = check("constructed/gemini_whole_stream_array.json", Gemini);
+    assert_eq!(array.text, "Writing the file.");
+    assert_eq!(
+        array.assistant["parts"][2]["thoughtSignature"],
+        "CONSTRUCTED_gsig=="
+    );
+}
+
+/// Whitespace before a whole body is allowed, and a body that starts like JSON but is not one strict value
+/// is malformed, whatever the provider.
+#[test]
+fn a_whole_body_is_told_apart_by_its_first_byte_and_parsed_strictly() {
+    let body = read_fixture("constructed/anthropic_whole_tool_use.json");
+    let mut spaced = b" \r\n\t".to_vec();
+    spaced.extend_from_slice(&body);
+    assert_eq!(decode(Anthropic, &spaced), decode(Anthropic, &body));
+    for provider in Provider::ALL {
+        for bad in [
+            &b"{"[..],
+            b"[1,",
+            b"{\"a\":1}x",
+            b"{\"a\":1,\"a\":2}",
+            b"[] []",
+            b"\n{\xff}",
+        ] {
+            let turn = decode(provider, bad);
+            assert_eq!(turn.ending.status, Malformed, "{provider} {bad:?}");
+        }
+    }
+    let turn = decode(Anthropic, &body[..body.len() - 1]);
+    assert_eq!(turn.ending.status, Malformed);
+    assert!(
+        turn.ending.detail.contains("strict JSON"),
+        "{}",
+        turn.ending.detail
+    );
+    // The byte budget holds for a whole body as for a stream.
+    let budget = |max_turn_bytes| DecoderOptions {
+        max_turn_bytes,
+        ..DecoderOptions::default()
+    };
+    let turn = check_bytes_with(Anthropic, budget(body.len() - 1), &body);
+    assert_eq!(turn.ending.status, Malformed);
+    assert!(
+        turn.ending.detail.contains("byte limit"),
+        "{}",
+        turn.ending.detail
+    );
+    assert_eq!(
+        check_bytes_with(Anthropic, budget(body.len()), &body)
+            .ending
+            .status,
+        Completed
+    );
+}
 
 #[test]
 fn every_fixture_has_the_expected_turn() {
@@ -1706,4 +2050,240 @@ fn repeated_call_ids_make_the_turn_malformed_for_every_provider() {
             .status,
         Completed
     );
+}
+
+/// OpenRouter and Vercel send the upstream model's signed reasoning as `reasoning_details` fragments and
+/// its plain text as `reasoning`: merged per index, they go back in the assistant message as they came.
+#[test]
+fn chat_keeps_gateway_reasoning_details_merged_per_index_in_the_message() {
+    let turn = check(
+        "constructed/openai_chat_openrouter_reasoning_details.sse",
+        OpenAiChat,
+    );
+    assert_eq!(turn.ending.status, Completed, "{}", turn.ending.detail);
+    assert_eq!(turn.assistant["reasoning"], "The user wants notes.");
+    assert_eq!(
+        turn.assistant["reasoning_details"],
+        json!([
+            {"type": "reasoning.text", "format": "anthropic-claude-v1", "index": 0,
+             "text": "The user wants notes.", "signature": "CONSTRUCTED_claude_sig=="},
+            {"type": "reasoning.encrypted", "format": "anthropic-claude-v1", "index": 1,
+             "data": "CONSTRUCTED_redacted=="},
+        ])
+    );
+    assert_eq!(turn.text, "Saving.", "reasoning is not visible text");
+    // A whole body carries them in the message as they are.
+    let body = json!({"object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": "Hi.", "reasoning": "r",
+                    "reasoning_details": [{"type": "reasoning.text", "text": "r", "signature": "s", "index": 0}]}}]});
+    let whole = decode(OpenAiChat, body.to_string().as_bytes());
+    assert_eq!(whole.ending.status, Completed);
+    assert_eq!(
+        whole.assistant["reasoning_details"],
+        body["choices"][0]["message"]["reasoning_details"]
+    );
+    assert_eq!(whole.assistant["reasoning"], "r");
+    for bad in [
+        r#"{"reasoning":1}"#,
+        r#"{"reasoning_details":{}}"#,
+        r#"{"reasoning_details":[1]}"#,
+        r#"{"reasoning_details":[{"type":"reasoning.text","index":-1}]}"#,
+    ] {
+        let body = format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{bad},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n"
+        );
+        assert_eq!(
+            decode(OpenAiChat, body.as_bytes()).ending.status,
+            Malformed,
+            "{bad}"
+        );
+    }
+}
+
+/// xAI runs its X search on the server and streams each search as a `custom_tool_call` (`xs_call_...`,
+/// `ctc_..._xs_call_...`): kept in the assistant content, not a client call; a client `custom_tool_call`
+/// in the same shape with other IDs still is one.
+#[test]
+fn xai_server_search_items_are_content_and_client_custom_tools_are_calls() {
+    let turn = check(
+        "constructed/openai_responses_xai_search.sse",
+        OpenAiResponses,
+    );
+    assert_eq!(turn.ending.status, Completed, "{}", turn.ending.detail);
+    assert!(turn.calls.is_empty());
+    assert_eq!(turn.assistant[0]["call_id"], "xs_call_CONSTRUCTED_1");
+    assert_eq!(turn.assistant[1]["type"], "custom_tool_call");
+    assert_eq!(turn.text, "Here is what X says.");
+    let both = check(
+        "constructed/openai_responses_xai_search_and_client_custom_tool.sse",
+        OpenAiResponses,
+    );
+    assert_eq!(both.calls.len(), 1);
+    assert_eq!(both.calls[0].kind, turngate::turn::CallKind::CustomTool);
+    assert_eq!(both.calls[0].index, 3);
+    // The rule is narrow: either ID in another shape makes the item a client call.
+    let body =
+        String::from_utf8(read_fixture("constructed/openai_responses_xai_search.sse")).unwrap();
+    for (from, to) in [
+        (
+            "\"call_id\":\"xs_call_CONSTRUCTED_1\"",
+            "\"call_id\":\"call_CONSTRUCTED_1\"",
+        ),
+        (
+            "\"id\":\"ctc_CONSTRUCTED1_xs_call_CONSTRUCTED_1\"",
+            "\"id\":\"ctc_CONSTRUCTED1\"",
+        ),
+        (
+            "\"id\":\"ctc_CONSTRUCTED1_xs_call_CONSTRUCTED_1\"",
+            "\"id\":\"fc_CONSTRUCTED1_xs_call_CONSTRUCTED_1\"",
+        ),
+    ] {
+        assert!(body.contains(from), "{from}");
+        let turn = decode(OpenAiResponses, body.replace(from, to).as_bytes());
+        assert_eq!(turn.calls.len(), 1, "{to}: {}", turn.ending.detail);
+        assert_eq!(turn.calls[0].kind, turngate::turn::CallKind::CustomTool);
+    }
+}
+
+fn with_limit(limit: u64) -> DecoderOptions {
+    DecoderOptions {
+        max_output_tokens: Some(limit),
+        ..DecoderOptions::default()
+    }
+}
+
+/// With the output limit known, a turn whose reported usage reached it is truncated whatever its finish
+/// reason says; below the limit, or without one, the finish reason decides. Each provider's usage field.
+#[test]
+fn usage_that_reached_the_output_limit_truncates_the_turn() {
+    for (file, provider, used) in [
+        (
+            "constructed/openai_chat_vllm_tool_calls_at_limit.sse",
+            OpenAiChat,
+            64,
+        ),
+        ("constructed/anthropic_crlf.sse", Anthropic, 20),
+        ("constructed/anthropic_whole_tool_use.json", Anthropic, 20),
+        (
+            "constructed/openai_chat_whole_tool_calls.json",
+            OpenAiChat,
+            20,
+        ),
+        (
+            "constructed/openai_responses_whole_function_call.json",
+            OpenAiResponses,
+            20,
+        ),
+        (
+            "constructed/openai_responses_whole_function_call_streamed.sse",
+            OpenAiResponses,
+            20,
+        ),
+        ("constructed/gemini_whole_generate_content.json", Gemini, 5),
+        ("constructed/gemini_whole_stream_array.json", Gemini, 5),
+    ] {
+        let free = check_with(file, provider, with_limit(used + 1));
+        assert_eq!(
+            free.ending.status, Completed,
+            "{file}: {}",
+            free.ending.detail
+        );
+        assert_eq!(
+            check(file, provider),
+            free,
+            "{file}: a limit above the usage changes nothing"
+        );
+        for limit in [used, used - 1] {
+            let cut = check_with(file, provider, with_limit(limit));
+            assert_eq!(cut.ending.status, Truncated, "{file} at {limit}");
+            assert_eq!(
+                cut.ending.stop_reason, free.ending.stop_reason,
+                "{file}: the raw reason stays"
+            );
+            assert!(
+                cut.ending.detail.contains("output limit"),
+                "{}",
+                cut.ending.detail
+            );
+            assert_eq!(
+                cut.calls, free.calls,
+                "{file}: the calls are still reported"
+            );
+        }
+    }
+    // Gemini's limit covers thinking and answer together: thoughtsTokenCount counts.
+    let body = json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi."}]},
+        "finishReason": "STOP"}], "usageMetadata": {"candidatesTokenCount": 3, "thoughtsTokenCount": 4}});
+    let body = body.to_string();
+    assert_eq!(
+        decode_with(Gemini, with_limit(7), body.as_bytes())
+            .ending
+            .status,
+        Truncated
+    );
+    assert_eq!(
+        decode_with(Gemini, with_limit(8), body.as_bytes())
+            .ending
+            .status,
+        Completed
+    );
+    // The usage never makes a turn completed, nor overrides a fault.
+    let cut = check_with(
+        "constructed/anthropic_max_tokens_json_parses.sse",
+        Anthropic,
+        with_limit(1_000_000),
+    );
+    assert_eq!(cut.ending.status, Truncated);
+    let bad = check_with(
+        "constructed/anthropic_stray_line.sse",
+        Anthropic,
+        with_limit(1),
+    );
+    assert_eq!(bad.ending.status, Malformed);
+}
+
+/// A `data: [DONE]` line after the Responses terminal event ends the stream; any other event after it
+/// (or a second `[DONE]`) is still a violation.
+#[test]
+fn responses_done_line_after_the_terminal_event_ends_the_stream() {
+    let turn = check(
+        "constructed/openai_responses_openrouter_done.sse",
+        OpenAiResponses,
+    );
+    assert_eq!(turn.ending.status, Completed, "{}", turn.ending.detail);
+    for file in [
+        "constructed/openai_responses_event_after_done.sse",
+        "constructed/openai_responses_done_twice.sse",
+    ] {
+        let turn = check(file, OpenAiResponses);
+        assert_eq!(turn.ending.status, Malformed, "{file}");
+        assert!(
+            turn.ending.detail.contains("after the terminal event"),
+            "{}",
+            turn.ending.detail
+        );
+    }
+    // Before the terminal event, [DONE] is not a Responses event.
+    let body = String::from_utf8(read_fixture(
+        "constructed/openai_responses_openrouter_done.sse",
+    ))
+    .unwrap();
+    let at = body.find("event: response.completed").unwrap();
+    let early = format!("{}data: [DONE]\n\n{}", &body[..at], &body[at..]);
+    assert_eq!(
+        decode(OpenAiResponses, early.as_bytes()).ending.status,
+        Malformed
+    );
+}
+
+fn check_bytes_with(provider: Provider, options: DecoderOptions, body: &[u8]) -> Turn {
+    let whole = decode_with(provider, options, body);
+    for sizes in [vec![1], vec![7], vec![1000, 3]] {
+        assert_eq!(
+            decode_chunked(provider, options, body, &sizes).0,
+            whole,
+            "{sizes:?}"
+        );
+    }
+    whole
 }

@@ -589,3 +589,199 @@ fn a_turn_with_repeated_call_ids_runs_nothing_for_every_provider() {
         assert!(!ws.exists("a.txt") && !ws.exists("b.txt"), "{file}");
     }
 }
+
+/// A whole JSON response body (no stream) goes through the same gate: a complete one writes once and is
+/// answered; one cut at the limit, refused, filtered or not one strict JSON value runs nothing; a call whose
+/// arguments are not valid JSON is refused by the gate, as when streamed.
+#[test]
+fn whole_json_bodies_run_only_when_complete() {
+    for (file, provider) in [
+        (
+            "constructed/anthropic_whole_tool_use.json",
+            Provider::Anthropic,
+        ),
+        (
+            "constructed/openai_chat_whole_tool_calls.json",
+            Provider::OpenAiChat,
+        ),
+        (
+            "constructed/openai_responses_whole_function_call.json",
+            Provider::OpenAiResponses,
+        ),
+        (
+            "constructed/gemini_whole_generate_content.json",
+            Provider::Gemini,
+        ),
+        (
+            "constructed/gemini_whole_stream_array.json",
+            Provider::Gemini,
+        ),
+    ] {
+        let (report, ws) = gate_fixture(file, provider);
+        assert_eq!(verdicts(&report), pairs(&[("function", "ok")]), "{file}");
+        assert_eq!(ws.read("notes.txt"), "hello", "{file}");
+        let answers_from = match &report.turn.assistant {
+            Value::Array(items) => items.len(),
+            _ => 1,
+        };
+        assert_eq!(
+            results_in(provider, &report.history[answers_from..]).len(),
+            1,
+            "{file}: one answer"
+        );
+    }
+    for (file, provider) in [
+        (
+            "constructed/anthropic_whole_max_tokens.json",
+            Provider::Anthropic,
+        ),
+        (
+            "constructed/anthropic_whole_refusal.json",
+            Provider::Anthropic,
+        ),
+        (
+            "constructed/anthropic_whole_duplicate_key.json",
+            Provider::Anthropic,
+        ),
+        (
+            "constructed/anthropic_whole_trailing_data.json",
+            Provider::Anthropic,
+        ),
+        (
+            "constructed/openai_chat_whole_length.json",
+            Provider::OpenAiChat,
+        ),
+        (
+            "constructed/openai_chat_whole_refusal.json",
+            Provider::OpenAiChat,
+        ),
+        (
+            "constructed/openai_responses_whole_incomplete.json",
+            Provider::OpenAiResponses,
+        ),
+        (
+            "constructed/openai_responses_whole_refusal.json",
+            Provider::OpenAiResponses,
+        ),
+        ("constructed/gemini_whole_max_tokens.json", Provider::Gemini),
+        ("constructed/gemini_whole_safety.json", Provider::Gemini),
+        (
+            "constructed/gemini_whole_prompt_blocked.json",
+            Provider::Gemini,
+        ),
+        (
+            "constructed/gemini_whole_array_trailing_comma.json",
+            Provider::Gemini,
+        ),
+    ] {
+        let (report, ws) = gate_fixture(file, provider);
+        assert!(!report.turn.is_completed(), "{file}");
+        assert!(
+            report.calls.iter().all(|c| c.status == CallStatus::NotRun),
+            "{file}"
+        );
+        assert!(report.history.is_empty(), "{file}");
+        assert_eq!(ws.read("notes.txt"), "Original notes\n", "{file}");
+    }
+    let (report, ws) = gate_fixture(
+        "constructed/openai_chat_whole_bad_arguments.json",
+        Provider::OpenAiChat,
+    );
+    assert!(report.turn.is_completed());
+    assert_eq!(verdicts(&report), pairs(&[("function", "error")]));
+    assert_eq!(ws.read("notes.txt"), "Original notes\n");
+}
+
+/// OpenRouter's Responses stream ends with `data: [DONE]` after `response.completed`: the turn completes and
+/// its call runs; OpenRouter's Chat stream carries signed `reasoning_details`, which the history keeps.
+#[test]
+fn gateway_streams_run_and_keep_their_reasoning_in_the_history() {
+    let (report, ws) = gate_fixture(
+        "constructed/openai_responses_openrouter_done.sse",
+        Provider::OpenAiResponses,
+    );
+    assert_eq!(verdicts(&report), pairs(&[("function", "ok")]));
+    assert_eq!(ws.read("notes.txt"), "hi");
+    let (report, ws) = gate_fixture(
+        "constructed/openai_chat_openrouter_reasoning_details.sse",
+        Provider::OpenAiChat,
+    );
+    assert_eq!(verdicts(&report), pairs(&[("function", "ok")]));
+    assert_eq!(ws.read("notes.txt"), "hi");
+    let message = &report.history[0];
+    assert_eq!(
+        message["reasoning_details"][0]["signature"],
+        "CONSTRUCTED_claude_sig=="
+    );
+    assert_eq!(
+        message["reasoning_details"][0]["text"],
+        "The user wants notes."
+    );
+    assert_eq!(
+        message["reasoning_details"][1]["data"],
+        "CONSTRUCTED_redacted=="
+    );
+    assert_eq!(message["reasoning"], "The user wants notes.");
+    assert_eq!(report.history[1]["tool_call_id"], "toolu_CONSTRUCTED_or");
+}
+
+/// xAI's server-run X searches stay in the history as the assistant's items, unanswered; a client
+/// `custom_tool_call` of the same response is answered (with an error: nothing here runs that kind).
+#[test]
+fn xai_server_searches_get_no_answer_and_a_client_custom_tool_call_does() {
+    let (report, _ws) = gate_fixture(
+        "constructed/openai_responses_xai_search.sse",
+        Provider::OpenAiResponses,
+    );
+    assert!(report.turn.is_completed());
+    assert!(report.calls.is_empty());
+    assert_eq!(
+        report.history,
+        report.turn.assistant.as_array().unwrap().clone()
+    );
+    let (report, _ws) = gate_fixture(
+        "constructed/openai_responses_xai_search_and_client_custom_tool.sse",
+        Provider::OpenAiResponses,
+    );
+    assert_eq!(verdicts(&report), pairs(&[("custom_tool", "error")]));
+    let answers: Vec<&Value> = report
+        .history
+        .iter()
+        .filter(|item| item["type"] == "custom_tool_call_output")
+        .collect();
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0]["call_id"], "call_CONSTRUCTED_ctc");
+}
+
+/// vLLM answered `finish_reason: "tool_calls"` for a turn cut at the output limit (the arguments parse,
+/// with a cut value): with the limit known, nothing runs.
+#[test]
+fn a_tool_calls_turn_whose_usage_reached_the_limit_runs_nothing() {
+    let body = read_fixture("constructed/openai_chat_vllm_tool_calls_at_limit.sse");
+    for (limit, writes) in [(Some(64), false), (Some(65), true), (None, true)] {
+        let options = DecoderOptions {
+            max_output_tokens: limit,
+            ..DecoderOptions::default()
+        };
+        let mut decoder = TurnDecoder::with_options(Provider::OpenAiChat, options);
+        decoder.feed(&body);
+        let ws = Workspace::new();
+        ws.write("notes.txt", "Original notes\n");
+        let report = block_on(process_turn(
+            bundled(),
+            &ws.root,
+            &Policy::allow_all(),
+            decoder.finish(),
+            TurnOptions::default(),
+        ));
+        if writes {
+            assert_eq!(verdicts(&report), pairs(&[("function", "ok")]), "{limit:?}");
+            assert_eq!(ws.read("notes.txt"), "Fil", "{limit:?}");
+        } else {
+            assert_eq!(report.turn.ending.status, turngate::TurnStatus::Truncated);
+            assert_eq!(verdicts(&report), pairs(&[("function", "not_run")]));
+            assert!(report.history.is_empty());
+            assert_eq!(ws.read("notes.txt"), "Original notes\n");
+        }
+    }
+}

@@ -51,6 +51,7 @@ impl Setup {
             provider: Provider::Anthropic,
             root: "r1".into(),
             forced_tool_choice: false,
+            max_output_tokens: None,
             stream: Bytes::from(stream.to_owned()),
         };
         runtime().block_on(submit_job(&self.nats.url(), &Settings::default(), &job));
@@ -226,6 +227,7 @@ fn publish_raw(url: &str, id: &str, stream: &str) -> bool {
         provider: Provider::Anthropic,
         root: "r1".into(),
         forced_tool_choice: false,
+        max_output_tokens: None,
         stream: Bytes::from(stream.to_owned()),
     };
     runtime().block_on(async {

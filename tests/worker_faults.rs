@@ -72,6 +72,7 @@ fn job(n: usize) -> Job {
         provider: Provider::Anthropic,
         root: format!("r{}", n % ROOTS),
         forced_tool_choice: false,
+        max_output_tokens: None,
         stream: Bytes::from(anthropic_turn(&calls, truncated(n))),
     }
 }

@@ -51,6 +51,7 @@ fn job(n: usize, prefix: &str) -> Job {
         provider: Provider::Anthropic,
         root: format!("r{}", n % ROOTS),
         forced_tool_choice: false,
+        max_output_tokens: None,
         stream: Bytes::from(anthropic_turn(&calls, false)),
     }
 }

@@ -70,6 +70,11 @@ enum Command {
         /// calls and no refusal is a normal tool turn.
         #[arg(long)]
         forced_tool_choice: bool,
+        /// The output limit the request asked for (`max_tokens`, `max_completion_tokens`,
+        /// `max_output_tokens`, `maxOutputTokens`): a turn whose reported usage reached it is truncated,
+        /// whatever its finish reason says.
+        #[arg(long, value_name = "N")]
+        max_output_tokens: Option<u64>,
         /// Show each call's changes as a diff and apply them only on yes (denied without a terminal).
         #[arg(long)]
         review: bool,
@@ -444,6 +449,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             policy,
             log,
             forced_tool_choice,
+            max_output_tokens,
             review,
             toolbox,
             stream,
@@ -469,6 +475,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 StreamSource::from_arg(stream),
                 provider,
                 forced_tool_choice,
+                max_output_tokens,
                 &mut std::io::stderr(),
             )?;
             let options = TurnOptions {

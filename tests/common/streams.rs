@@ -33,7 +33,11 @@ pub fn decode_chunked(
         }
         rest = &rest[n..];
     }
-    (decoder.finish(), echoed)
+    let (turn, deltas) = decoder.finish_with_deltas();
+    for delta in deltas {
+        echoed.push_str(&delta.text);
+    }
+    (turn, echoed)
 }
 
 /// Decodes `body` split at the given points (sorted, deduplicated, clamped).
@@ -69,7 +73,7 @@ pub fn all_fixtures() -> Vec<(String, Provider)> {
             .unwrap()
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".sse"))
+            .filter(|n| n.ends_with(".sse") || n.ends_with(".json"))
             .collect();
         names.sort();
         for name in names {

@@ -1,5 +1,5 @@
 //! A fake model provider served over real HTTP/1.1 on loopback, for the live-provider tests and the
-//! load bench. It speaks each provider's SSE protocol ([`sse`]), answers from a script (a 400 past its end) or a handler,
+//! load bench. It speaks each provider's SSE protocol ([`sse`]) and whole JSON answers ([`whole`]), answers from a script (a 400 past its end) or a handler,
 //! counts and records every request, and checks every request the way the real APIs do: the key header
 //! must be there (else 401), streaming must be asked for, and every tool call in the conversation must
 //! have exactly one result in the provider's shape (else 400 `invalid_request_error`).
@@ -11,6 +11,7 @@
 
 pub mod load;
 pub mod sse;
+pub mod whole;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -59,6 +60,15 @@ impl Reply {
             status,
             headers: Vec::new(),
             body: error_body(provider, status, kind, message).to_string(),
+        }
+    }
+
+    /// 200 with a whole JSON body (`content-type: application/json`), whatever the request asked for.
+    pub fn json(body: String) -> Reply {
+        Reply::Status {
+            status: 200,
+            headers: Vec::new(),
+            body,
         }
     }
 

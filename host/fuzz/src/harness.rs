@@ -57,7 +57,7 @@ pub fn bytewise(data: &[u8]) -> Vec<&[u8]> {
 pub struct Decoded {
     /// The turn `finish` returned.
     pub turn: Turn,
-    /// Every delta's text, in order, across all `feed` calls.
+    /// Every delta's text, in order, across all `feed` calls and `finish_with_deltas`.
     pub deltas: Vec<String>,
 }
 
@@ -73,10 +73,9 @@ pub fn decode_chunks(provider: Provider, options: DecoderOptions, chunks: &[&[u8
                 .map(|TextDelta { text }| text),
         );
     }
-    Decoded {
-        turn: decoder.finish(),
-        deltas,
-    }
+    let (turn, last) = decoder.finish_with_deltas();
+    deltas.extend(last.into_iter().map(|TextDelta { text }| text));
+    Decoded { turn, deltas }
 }
 
 /// Asserts that `got` equals `want`; on failure, says which chunking broke it and where they first differ.
@@ -262,6 +261,7 @@ pub fn check_decoder(provider: Provider, data: &[u8]) {
     let options = DecoderOptions {
         max_turn_bytes: budget,
         forced_tool_choice: data.len() % 2 == 1,
+        ..DecoderOptions::default()
     };
     let cut = decode_chunks(provider, options, &[data]);
     check_turn(provider, &cut);

@@ -1,4 +1,5 @@
-//! Reading a turn for `turngate run`: the STREAM argument, incremental decoding, text echoed to stderr.
+//! Reading a turn for `turngate run`: the STREAM argument (a streamed body or a whole JSON response body),
+//! incremental decoding, text echoed to stderr.
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
@@ -23,7 +24,8 @@ pub enum StreamSource {
 
 impl StreamSource {
     /// `-` or nothing is standard input; text that looks like SSE (has a newline or starts with a field
-    /// name or a comment) is the body itself; anything else is a file path.
+    /// name or a comment) or like a whole JSON body (starts with `{` or `[`) is the body itself; anything
+    /// else is a file path.
     pub fn from_arg(arg: Option<String>) -> StreamSource {
         match arg {
             None => StreamSource::Stdin,
@@ -32,7 +34,9 @@ impl StreamSource {
                 if arg.contains('\n')
                     || arg.starts_with("data:")
                     || arg.starts_with("event:")
-                    || arg.starts_with(':') =>
+                    || arg.starts_with(':')
+                    || arg.starts_with('{')
+                    || arg.starts_with('[') =>
             {
                 StreamSource::Inline(arg)
             }
@@ -47,10 +51,12 @@ pub fn read_turn(
     source: StreamSource,
     provider: Provider,
     forced_tool_choice: bool,
+    max_output_tokens: Option<u64>,
     echo: &mut dyn Write,
 ) -> Result<Turn> {
     let options = DecoderOptions {
         forced_tool_choice,
+        max_output_tokens,
         ..DecoderOptions::default()
     };
     let mut decoder = TurnDecoder::with_options(provider, options);
@@ -74,7 +80,12 @@ pub fn read_turn(
                 .with_context(|| format!("reading stream {}", path.display()))?;
         }
     }
-    Ok(decoder.finish())
+    let (turn, deltas) = decoder.finish_with_deltas();
+    for delta in deltas {
+        let _ = echo.write_all(delta.text.as_bytes());
+        let _ = echo.flush();
+    }
+    Ok(turn)
 }
 
 fn pump(

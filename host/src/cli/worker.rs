@@ -103,6 +103,9 @@ pub struct SubmitArgs {
     /// OpenAI Chat: the request forced a named tool (as `run --forced-tool-choice`).
     #[arg(long)]
     forced_tool_choice: bool,
+    /// The output limit the turn's request asked for (as `run --max-output-tokens`).
+    #[arg(long, value_name = "N")]
+    max_output_tokens: Option<u64>,
     /// Wait for the job's report, print it as `turngate run` does and exit with run's exit code.
     #[arg(long)]
     wait: bool,
@@ -159,6 +162,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
         provider: args.provider,
         root: args.root.clone(),
         forced_tool_choice: args.forced_tool_choice,
+        max_output_tokens: args.max_output_tokens,
         stream: read_stream(StreamSource::from_arg(args.stream.clone()))?,
     };
     let client = args.nats.connect().await?;

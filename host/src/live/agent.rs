@@ -331,7 +331,7 @@ impl Agent<'_> {
             let streamed = {
                 let mut on_text = |t: &str| observer.text(t);
                 tokio::select! {
-                    result = self.client.stream_turn(&body, &mut on_text) => result,
+                    result = self.client.stream_turn(&body, Some(max_output_tokens.into()), &mut on_text) => result,
                     () = self.cancel.cancelled() => return Err(AgentEnd::Cancelled),
                 }
             };

@@ -1,6 +1,9 @@
 //! One streaming request: the body goes out, the response body goes through the same
 //! [`TurnDecoder`] as `turngate run`, and a whole [`Turn`] comes back. Text deltas are passed on as they
-//! arrive; tool input is only collected. An HTTP error status, its headers (`retry-after-ms`,
+//! arrive; tool input is only collected. A server that answers the streaming request with one whole JSON
+//! body (`content-type: application/json`: a proxy that ignores `stream: true`) is decoded the same way:
+//! the decoder tells the two apart by the body itself, whatever the content type says, and the body's text
+//! is passed on once it is whole. An HTTP error status, its headers (`retry-after-ms`,
 //! `retry-after`, `x-should-retry`) and body (Gemini `RetryInfo`), and transport failures (connect,
 //! reset, timeout, a body cut mid-stream) become an [`ApiError`] of the right class.
 
@@ -9,7 +12,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use crate::providers::{TurnDecoder, clip, describe_error};
+use crate::providers::{DecoderOptions, TurnDecoder, clip, describe_error};
 use crate::turn::{Provider, Turn};
 
 use super::errors::ApiError;
@@ -74,10 +77,13 @@ impl LiveClient {
     }
 
     /// Sends one request and consumes the whole streamed response into a [`Turn`], calling `on_text`
-    /// for each visible text delta as it arrives. Dropping the future aborts the request.
+    /// for each visible text delta as it arrives. `max_output_tokens` is the output limit `body` asked for:
+    /// a turn whose reported usage reaches it is truncated ([`DecoderOptions::max_output_tokens`]).
+    /// Dropping the future aborts the request.
     pub async fn stream_turn(
         &self,
         body: &Value,
+        max_output_tokens: Option<u64>,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Turn, ApiError> {
         let mut request = self
@@ -93,7 +99,11 @@ impl LiveClient {
         if !status.is_success() {
             return Err(self.http_error(response).await);
         }
-        let mut decoder = TurnDecoder::new(self.endpoint.provider);
+        let options = DecoderOptions {
+            max_output_tokens,
+            ..DecoderOptions::default()
+        };
+        let mut decoder = TurnDecoder::with_options(self.endpoint.provider, options);
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| ApiError::Transport {
@@ -103,7 +113,11 @@ impl LiveClient {
                 on_text(&delta.text);
             }
         }
-        Ok(decoder.finish())
+        let (turn, deltas) = decoder.finish_with_deltas();
+        for delta in deltas {
+            on_text(&delta.text);
+        }
+        Ok(turn)
     }
 
     async fn http_error(&self, response: reqwest::Response) -> ApiError {

@@ -4,6 +4,7 @@
 //! * Anthropic: `POST {base}/v1/messages`, `x-api-key`, `anthropic-version: 2023-06-01`;
 //!   `{"model", "max_tokens", "stream": true, "messages", "tools": [{"name", "description", "input_schema"}]}`.
 //! * OpenAI Chat: `POST {base}/v1/chat/completions`, `Authorization: Bearer`; `{"model", "stream": true,
+//!   "stream_options": {"include_usage": true}` (the usage is compared with the output limit),
 //!   "max_completion_tokens", "messages", "tools": [{"type": "function", "function": {"name", "description",
 //!   "parameters"}}]}`.
 //! * OpenAI Responses: `POST {base}/v1/responses`, `Authorization: Bearer`; `{"model", "stream": true,
@@ -191,6 +192,7 @@ pub fn body(
             "model": endpoint.model,
             "max_completion_tokens": max_output_tokens,
             "stream": true,
+            "stream_options": {"include_usage": true},
             "messages": messages,
         }),
         Provider::OpenAiResponses => json!({

@@ -116,6 +116,7 @@ impl AnthropicFold {
             }
             "message_delta" => {
                 self.saw_message_delta = true;
+                self.usage(obj.get("usage"));
                 let delta = obj.get("delta").and_then(Value::as_object);
                 match delta.and_then(|d| d.get("stop_reason")) {
                     Some(Value::String(reason)) => {
@@ -178,6 +179,20 @@ impl AnthropicFold {
                 "message_start stop_reason is not a string: {}",
                 clip(&other.to_string())
             )),
+        }
+        if let Some(details) = message.get("stop_details").filter(|v| !v.is_null()) {
+            self.stop_details = Some(details.clone());
+        }
+        self.usage(message.get("usage"));
+    }
+
+    /// `usage.output_tokens` (cumulative) of `message_start`'s message or of a `message_delta`.
+    fn usage(&mut self, usage: Option<&Value>) {
+        if let Some(tokens) = usage
+            .and_then(|u| u.get("output_tokens"))
+            .and_then(Value::as_u64)
+        {
+            self.common.output_tokens(tokens);
         }
     }
 

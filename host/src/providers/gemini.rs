@@ -523,6 +523,15 @@ impl ProviderFold for GeminiFold {
                 None
             }
         };
+        if let Some(usage) = obj.get("usageMetadata") {
+            let count = |key: &str| usage.get(key).and_then(Value::as_u64);
+            let answer = count("candidatesTokenCount");
+            let thoughts = count("thoughtsTokenCount");
+            if answer.is_some() || thoughts.is_some() {
+                let tokens = answer.unwrap_or(0).saturating_add(thoughts.unwrap_or(0));
+                self.common.output_tokens(tokens);
+            }
+        }
         if let Some(block) = obj
             .get("promptFeedback")
             .and_then(|f| f.get("blockReason"))

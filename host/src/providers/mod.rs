@@ -1,12 +1,17 @@
 //! Provider decoders: bytes -> SSE framer -> per-provider event folding -> [`Turn`].
 //!
 //! [`TurnDecoder`] owns the framing, the byte budget ([`MAX_TURN_BYTES`]) and the mapping of framing errors to
-//! [`TurnStatus::Malformed`]; each provider module implements [`ProviderFold`] to fold its events.
+//! [`TurnStatus::Malformed`]; each provider module implements [`ProviderFold`] to fold its events. A body
+//! whose first non-whitespace byte is `{` or `[` is a whole JSON response (a non-streamed answer, or a
+//! server that ignored `stream: true`): it is read whole, parsed strictly and folded as the events of its
+//! streamed equivalent (see `whole.rs`).
 //!
 //! Classification principle, shared by every provider: the first fault in stream order (a protocol violation,
 //! an error event, a framing error, the byte limit) decides the status and cannot be undone by anything that
 //! follows; events after a fault are still folded so that every call seen is reported. Without a fault, the
-//! provider's terminator and stop reason decide. Nothing about a call is surfaced before [`TurnDecoder::finish`].
+//! provider's terminator and stop reason decide, except that a turn they call completed is truncated when
+//! the output limit is known and the reported usage reached it ([`DecoderOptions::max_output_tokens`]).
+//! Nothing about a call is surfaced before [`TurnDecoder::finish`].
 
 use serde_json::{Map, Value};
 
@@ -17,6 +22,7 @@ pub mod anthropic;
 pub mod gemini;
 pub mod openai_chat;
 pub mod openai_responses;
+mod whole;
 
 /// Most bytes one turn may have: 64 MiB. Bytes beyond it are not read and the turn is
 /// [`TurnStatus::Malformed`].
@@ -37,6 +43,15 @@ pub struct DecoderOptions {
     pub forced_tool_choice: bool,
     /// Byte budget of the turn; [`MAX_TURN_BYTES`] by default.
     pub max_turn_bytes: usize,
+    /// The output limit the request asked for, when known. A turn that would be completed but whose
+    /// reported usage reached it is [`TurnStatus::Truncated`], whatever its finish reason says (servers
+    /// have answered `tool_calls` for turns cut at the limit). The usage read: Anthropic
+    /// `usage.output_tokens` (`message_delta`, or the whole message), OpenAI Chat `usage.completion_tokens`
+    /// (the chunk that carries it, with `stream_options.include_usage`, or the whole body), Responses
+    /// `response.usage.output_tokens`, Gemini `usageMetadata.candidatesTokenCount` plus
+    /// `thoughtsTokenCount` (Gemini's `maxOutputTokens` bounds thinking and answer together). The largest
+    /// value reported counts. `None` (the default): usage is not compared.
+    pub max_output_tokens: Option<u64>,
 }
 
 impl Default for DecoderOptions {
@@ -44,17 +59,30 @@ impl Default for DecoderOptions {
         Self {
             forced_tool_choice: false,
             max_turn_bytes: MAX_TURN_BYTES,
+            max_output_tokens: None,
         }
     }
 }
 
-/// Decodes one streamed turn of one provider. Feed the body in any chunking, then [`finish`](Self::finish).
+/// Decodes one turn of one provider: a streamed (SSE) body, or a whole JSON response body, told apart by the
+/// body's first non-whitespace byte. Feed the body in any chunking, then [`finish`](Self::finish).
 pub struct TurnDecoder {
-    framer: SseFramer,
+    provider: Provider,
+    body: Body,
     fold: Box<dyn ProviderFold + Send>,
     fed: usize,
     max_turn_bytes: usize,
     over_budget: bool,
+}
+
+/// What the body has shown itself to be so far.
+enum Body {
+    /// Only whitespace so far (kept, to be framed if the body turns out to be SSE).
+    Undecided(Vec<u8>),
+    /// An SSE stream.
+    Sse(SseFramer),
+    /// A whole JSON body, collected until the end.
+    Json(Vec<u8>),
 }
 
 impl std::fmt::Debug for TurnDecoder {
@@ -74,7 +102,7 @@ impl TurnDecoder {
 
     /// A decoder with explicit options.
     pub fn with_options(provider: Provider, options: DecoderOptions) -> Self {
-        let fold: Box<dyn ProviderFold + Send> = match provider {
+        let mut fold: Box<dyn ProviderFold + Send> = match provider {
             Provider::Anthropic => Box::new(anthropic::AnthropicFold::default()),
             Provider::OpenAiChat => {
                 Box::new(openai_chat::ChatFold::new(options.forced_tool_choice))
@@ -82,8 +110,10 @@ impl TurnDecoder {
             Provider::OpenAiResponses => Box::new(openai_responses::ResponsesFold::default()),
             Provider::Gemini => Box::new(gemini::GeminiFold::default()),
         };
+        fold.common().max_output_tokens = options.max_output_tokens;
         Self {
-            framer: SseFramer::default(),
+            provider,
+            body: Body::Undecided(Vec::new()),
             fold,
             fed: 0,
             max_turn_bytes: options.max_turn_bytes,
@@ -111,9 +141,7 @@ impl TurnDecoder {
         let room = self.max_turn_bytes - self.fed;
         let take = bytes.len().min(room);
         self.fed += take;
-        for item in self.framer.feed(&bytes[..take]) {
-            self.item(item, &mut out);
-        }
+        self.take(&bytes[..take], &mut out);
         if take < bytes.len() {
             self.over_budget = true;
             self.fold.common().fault(
@@ -127,17 +155,112 @@ impl TurnDecoder {
         out
     }
 
-    /// Ends the stream and classifies the turn.
-    pub fn finish(mut self) -> Turn {
+    /// Ends the body and classifies the turn.
+    pub fn finish(self) -> Turn {
+        self.finish_with_deltas().0
+    }
+
+    /// Ends the body and classifies the turn; also returns the visible text that only the end of the body
+    /// completed (the text of a whole JSON body, which [`feed`](Self::feed) cannot return before the body is
+    /// whole; empty for a stream). Echo these after the ones `feed` returned.
+    pub fn finish_with_deltas(mut self) -> (Turn, Vec<TextDelta>) {
+        let mut deltas = Vec::new();
+        let body = std::mem::replace(&mut self.body, Body::Undecided(Vec::new()));
+        let undispatched = match body {
+            Body::Json(bytes) => {
+                self.whole_body(&bytes, &mut deltas);
+                None
+            }
+            Body::Undecided(pending) => {
+                let mut framer = SseFramer::default();
+                let items = framer.feed(&pending);
+                self.finish_stream(items, framer)
+            }
+            Body::Sse(framer) => self.finish_stream(Vec::new(), framer),
+        };
+        (self.fold.finish(undispatched), deltas)
+    }
+
+    /// Routes accepted bytes: while only whitespace came, keeps them; the first other byte decides.
+    fn take(&mut self, bytes: &[u8], out: &mut Vec<TextDelta>) {
+        match &mut self.body {
+            Body::Sse(framer) => {
+                let items = framer.feed(bytes);
+                for item in items {
+                    self.item(item, out);
+                }
+            }
+            Body::Json(buffer) => buffer.extend_from_slice(bytes),
+            Body::Undecided(pending) => {
+                let Some(first) = bytes.iter().find(|b| !whole::is_json_space(**b)) else {
+                    pending.extend_from_slice(bytes);
+                    return;
+                };
+                let mut start = std::mem::take(pending);
+                if whole::starts_json(*first) {
+                    start.extend_from_slice(bytes);
+                    self.body = Body::Json(start);
+                    return;
+                }
+                let mut framer = SseFramer::default();
+                let items = framer.feed(&start);
+                self.body = Body::Sse(framer);
+                for item in items {
+                    self.item(item, out);
+                }
+                self.take(bytes, out);
+            }
+        }
+    }
+
+    /// Ends a stream: `items` are still to fold (from the whitespace a body that never decided held), then
+    /// the framer's last ones. Text in them is not echoed (whitespace and stray lines carry none).
+    fn finish_stream(
+        &mut self,
+        mut items: Vec<SseItem>,
+        framer: SseFramer,
+    ) -> Option<Undispatched> {
         let Finish {
-            items,
+            items: last,
             undispatched,
-        } = std::mem::take(&mut self.framer).finish();
+        } = framer.finish();
+        items.extend(last);
         let mut sink = Vec::new();
         for item in items {
             self.item(item, &mut sink);
         }
-        self.fold.finish(undispatched)
+        undispatched
+    }
+
+    /// Folds a whole JSON body as the events of its streamed equivalent. A body cut at the byte limit was
+    /// already recorded as a fault and is not parsed.
+    fn whole_body(&mut self, bytes: &[u8], out: &mut Vec<TextDelta>) {
+        if self.over_budget {
+            return;
+        }
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            self.fold
+                .common()
+                .malformed("the whole JSON body is not valid UTF-8");
+            return;
+        };
+        let value = match crate::json::parse_strict(text) {
+            Ok(value) => value,
+            Err(e) => {
+                self.fold.common().malformed(format!(
+                    "the body starts like a whole JSON response but is not one strict JSON value ({e})"
+                ));
+                return;
+            }
+        };
+        match whole::events(self.provider, text, &value) {
+            Ok(events) => {
+                for (event, data) in events {
+                    self.fold.event(event, data, out);
+                }
+            }
+            Err(detail) => self.fold.common().malformed(detail),
+        }
     }
 
     fn item(&mut self, item: SseItem, out: &mut Vec<TextDelta>) {
@@ -166,7 +289,9 @@ impl TurnDecoder {
     }
 }
 
-/// Decodes a whole body at once.
+/// Decodes a whole body at once: a complete SSE stream, or a whole JSON response body (Anthropic
+/// `{"type":"message"}`, Chat `{"object":"chat.completion"}`, Responses `{"object":"response"}`, Gemini
+/// `generateContent`'s object or `streamGenerateContent`'s JSON array), told apart by the body itself.
 pub fn decode(provider: Provider, body: &[u8]) -> Turn {
     decode_with(provider, DecoderOptions::default(), body)
 }
@@ -195,12 +320,15 @@ pub trait ProviderFold {
     fn finish(self: Box<Self>, undispatched: Option<Undispatched>) -> Turn;
 }
 
-/// State every fold shares: the first fault, visible text and notes for the detail.
+/// State every fold shares: the first fault, visible text, notes for the detail, and the output usage
+/// reported against the known output limit.
 #[derive(Debug, Default)]
 pub struct Common {
     fault: Option<(TurnStatus, String)>,
     text: String,
     notes: Vec<String>,
+    output_tokens: Option<u64>,
+    max_output_tokens: Option<u64>,
 }
 
 impl Common {
@@ -231,13 +359,20 @@ impl Common {
         }
     }
 
+    /// Records the output tokens the provider reported (see [`DecoderOptions::max_output_tokens`]); the
+    /// largest value reported counts.
+    pub fn output_tokens(&mut self, tokens: u64) {
+        self.output_tokens = Some(self.output_tokens.map_or(tokens, |seen| seen.max(tokens)));
+    }
+
     /// Adds a remark to the final detail (for example a tool input replaced by `{}` in the history). Each
     /// remark is clipped here, once, so no caller can make the detail grow with the stream.
     pub fn note(&mut self, note: impl Into<String>) {
         self.notes.push(clip_note(note.into()));
     }
 
-    /// Builds the turn, the finish step every fold shares: a recorded fault overrides `verdict`; without one,
+    /// Builds the turn, the finish step every fold shares: a completed `verdict` is truncated when the
+    /// reported output usage reached the known output limit; a recorded fault overrides `verdict`; without one,
     /// call IDs that are not unique make the turn Malformed (two results would carry the same ID, so no
     /// answer could be matched to its call); `stop_reason` is kept either way. Calls without an ID (Gemini
     /// answers by order) are not compared.
@@ -255,6 +390,15 @@ impl Common {
                 clip(id)
             ));
         }
+        let verdict = match (verdict, self.output_tokens, self.max_output_tokens) {
+            ((TurnStatus::Completed, said), Some(used), Some(limit)) if used >= limit => (
+                TurnStatus::Truncated,
+                format!(
+                    "the reported usage, {used} output tokens, reached the output limit of {limit}: the turn was cut, whatever its ending said ({said})"
+                ),
+            ),
+            (verdict, ..) => verdict,
+        };
         let (status, mut detail) = self.fault.unwrap_or(verdict);
         const MAX_NOTES: usize = 5;
         for note in self.notes.iter().take(MAX_NOTES) {

@@ -15,6 +15,14 @@
 //! * DeepSeek and xAI stream the reasoning in `reasoning_content`: it is kept in the assistant message
 //!   (`reasoning_content`, even when empty), which DeepSeek requires back after a turn with tool calls. It is
 //!   not visible text.
+//! * Gateways (OpenRouter, the Vercel AI Gateway, Groq) stream the reasoning as plain text in `reasoning`,
+//!   and the upstream model's structured, often signed reasoning in `reasoning_details`: an array of objects
+//!   with a `type` (`reasoning.text` with `text` and `signature`, `reasoning.encrypted` with `data`,
+//!   `reasoning.summary` with `summary`) and an `index`. Fragments with the same `index` are merged (their
+//!   `text` and `summary` concatenated, every other field kept as first given, a later non-null value
+//!   filling one that was null or absent); a fragment without an `index` is an entry of its own. Both go
+//!   back in the assistant message as they came (`reasoning: "..."`, `reasoning_details: [...]`): OpenRouter
+//!   requires the details back on multi-turn tool calls. Neither is visible text.
 //!
 //! Classification (the first fault wins, see [`crate::providers`]):
 //! * An `{"error": ...}` chunk -> Errored.
@@ -63,6 +71,10 @@ pub struct ChatFold {
     typed_content: bool,
     /// `delta.reasoning_content` (DeepSeek, xAI), concatenated; `None` when no delta carried the field.
     reasoning: Option<String>,
+    /// `delta.reasoning` (gateways' plain reasoning text), concatenated; `None` when no delta carried it.
+    reasoning_text: Option<String>,
+    /// `delta.reasoning_details` entries, merged by their `index` (the index, if any, and the entry).
+    reasoning_details: Vec<(Option<u64>, Map<String, Value>)>,
     refusal: String,
     calls: BTreeMap<u64, ChatCall>,
     function_call: Option<(String, String)>,
@@ -79,6 +91,8 @@ impl ChatFold {
             content: Vec::new(),
             typed_content: false,
             reasoning: None,
+            reasoning_text: None,
+            reasoning_details: Vec::new(),
             refusal: String::new(),
             calls: BTreeMap::new(),
             function_call: None,
@@ -136,6 +150,27 @@ impl ChatFold {
                     .common
                     .malformed("delta.reasoning_content is not a string"),
             }
+            match delta.get("reasoning") {
+                Some(Value::String(s)) => self.reasoning_text.get_or_insert_default().push_str(s),
+                None | Some(Value::Null) => {}
+                Some(_) => self.common.malformed("delta.reasoning is not a string"),
+            }
+            match delta.get("reasoning_details") {
+                Some(Value::Array(details)) => {
+                    for detail in details {
+                        match detail.as_object() {
+                            Some(d) => self.reasoning_detail(d),
+                            None => self
+                                .common
+                                .malformed("a delta.reasoning_details entry is not an object"),
+                        }
+                    }
+                }
+                None | Some(Value::Null) => {}
+                Some(_) => self
+                    .common
+                    .malformed("delta.reasoning_details is not an array"),
+            }
             match delta.get("refusal") {
                 Some(Value::String(s)) => self.refusal.push_str(s),
                 None | Some(Value::Null) => {}
@@ -174,6 +209,44 @@ impl ChatFold {
             },
             None | Some(Value::Null) => {}
             Some(_) => self.common.malformed("finish_reason is not a string"),
+        }
+    }
+
+    /// One `reasoning_details` fragment, merged into the entry with its `index` (see the module doc).
+    fn reasoning_detail(&mut self, fragment: &Map<String, Value>) {
+        let index = match fragment.get("index") {
+            None | Some(Value::Null) => None,
+            Some(i) => match i.as_u64() {
+                Some(i) => Some(i),
+                None => {
+                    self.common
+                        .malformed("a delta.reasoning_details entry has an invalid index");
+                    return;
+                }
+            },
+        };
+        let existing = index.and_then(|i| {
+            self.reasoning_details
+                .iter_mut()
+                .find(|(at, _)| *at == Some(i))
+        });
+        let Some((_, entry)) = existing else {
+            self.reasoning_details.push((index, fragment.clone()));
+            return;
+        };
+        for (key, value) in fragment {
+            match (entry.get_mut(key), value) {
+                (Some(Value::String(kept)), Value::String(more))
+                    if key == "text" || key == "summary" =>
+                {
+                    kept.push_str(more)
+                }
+                (Some(kept), value) if kept.is_null() && !value.is_null() => *kept = value.clone(),
+                (Some(_), _) => {}
+                (None, value) => {
+                    entry.insert(key.clone(), value.clone());
+                }
+            }
         }
     }
 
@@ -382,6 +455,13 @@ impl ProviderFold for ChatFold {
             );
             return;
         }
+        if let Some(tokens) = obj
+            .get("usage")
+            .and_then(|u| u.get("completion_tokens"))
+            .and_then(Value::as_u64)
+        {
+            self.common.output_tokens(tokens);
+        }
         match obj.get("choices") {
             Some(Value::Array(choices)) => {
                 for choice in choices {
@@ -425,6 +505,16 @@ impl ProviderFold for ChatFold {
         // Kept even when empty: DeepSeek wants it back with every earlier message that made tool calls.
         if let Some(reasoning) = self.reasoning.take() {
             message.insert("reasoning_content".into(), Value::String(reasoning));
+        }
+        if let Some(reasoning) = self.reasoning_text.take() {
+            message.insert("reasoning".into(), Value::String(reasoning));
+        }
+        if !self.reasoning_details.is_empty() {
+            let details = std::mem::take(&mut self.reasoning_details);
+            message.insert(
+                "reasoning_details".into(),
+                Value::Array(details.into_iter().map(|(_, d)| Value::Object(d)).collect()),
+            );
         }
         if !self.refusal.is_empty() {
             message.insert(

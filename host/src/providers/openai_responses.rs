@@ -12,7 +12,8 @@
 //! `custom_tool_call`, `computer_call`, `tool_search_call` with `execution: "client"` (call ID `call_id`), and
 //! `mcp_approval_request` (answered by its `id`). Items OpenAI runs itself (web and file search, code
 //! interpreter, `mcp_call`, `mcp_list_tools`, hosted shell, image generation, programs) stay in
-//! `Turn::assistant` only.
+//! `Turn::assistant` only, and so do xAI's server-side X searches, streamed as `custom_tool_call` items
+//! whose `call_id` starts with `xs_call_` and whose `id` is `ctc_..._xs_call_...`.
 //!
 //! Classification (the first fault wins, see [`crate::providers`]):
 //! * An `error` event (flat `code` / `message` or a nested `error` object) -> Errored.
@@ -23,7 +24,8 @@
 //!   non-function item or after its `done`, final arguments (from `.done`, `output_item.done` or the terminal
 //!   output) that differ from the streamed deltas, a call without its call ID, a streamed call missing from
 //!   the terminal output (except, in `response.incomplete`, one that was still streaming), any event after
-//!   the terminal event, stray lines.
+//!   the terminal event (but one `data: [DONE]` line, which gateways such as OpenRouter send, as the
+//!   OpenAI SDKs' stream readers accept), stray lines.
 //! * No terminal event -> Incomplete.
 //! * `response.completed`: `status: "completed"` -> Completed, unless a refusal content part or refusal delta
 //!   was seen (-> Refused) or a function call item's status is not `completed` (-> Malformed; except a call
@@ -124,6 +126,8 @@ pub struct ResponsesFold {
     refusal: String,
     refusal_seen: bool,
     terminal: Option<(TerminalKind, Map<String, Value>)>,
+    /// A `data: [DONE]` line followed the terminal event.
+    done_line: bool,
 }
 
 impl ResponsesFold {
@@ -342,6 +346,13 @@ impl ResponsesFold {
                         Map::new()
                     }
                 };
+                if let Some(tokens) = response
+                    .get("usage")
+                    .and_then(|u| u.get("output_tokens"))
+                    .and_then(Value::as_u64)
+                {
+                    self.common.output_tokens(tokens);
+                }
                 self.terminal = Some((terminal, response));
             }
             "error" => {
@@ -567,6 +578,13 @@ impl ProviderFold for ResponsesFold {
     }
 
     fn event(&mut self, event: Option<String>, data: String, out: &mut Vec<TextDelta>) {
+        // Gateways (OpenRouter) end the stream with `data: [DONE]` after the terminal event, as Chat does;
+        // one such line right after the terminal event ends the stream cleanly.
+        if self.terminal.is_some() && !self.done_line && event.is_none() && data.trim() == "[DONE]"
+        {
+            self.done_line = true;
+            return;
+        }
         if self.terminal.is_some() {
             self.common.malformed(format!(
                 "event after the terminal event: {}",
@@ -669,7 +687,7 @@ fn client_kind(item: &Map<String, Value>, output: &[Map<String, Value>]) -> Opti
         "local_shell_call" => Some(CallKind::LocalShell),
         "shell_call" if is_local_shell_call(item, output) => Some(CallKind::Shell),
         "apply_patch_call" => Some(CallKind::ApplyPatch),
-        "custom_tool_call" => Some(CallKind::CustomTool),
+        "custom_tool_call" if !is_xai_server_search(item) => Some(CallKind::CustomTool),
         "tool_search_call" if str_field(item, "execution") == Some("client") => {
             Some(CallKind::ToolSearch)
         }
@@ -677,6 +695,16 @@ fn client_kind(item: &Map<String, Value>, output: &[Map<String, Value>]) -> Opti
         "mcp_approval_request" => Some(CallKind::McpApproval),
         _ => None,
     }
+}
+
+/// xAI runs its X search on its own side and streams each search as a `custom_tool_call` whose `call_id`
+/// starts with `xs_call_` and whose item `id` is `ctc_..._xs_call_...`; the response goes on to answer.
+/// Such an item is the assistant's content, not a call for the client. Both IDs must have that shape: a
+/// client `custom_tool_call` (any other IDs) is still a call.
+fn is_xai_server_search(item: &Map<String, Value>) -> bool {
+    let call_id = str_field(item, "call_id").unwrap_or_default();
+    let id = str_field(item, "id").unwrap_or_default();
+    call_id.starts_with("xs_call_") && id.starts_with("ctc_") && id.contains("_xs_call_")
 }
 
 /// A `shell_call` runs on the client in a local environment; in a hosted container OpenAI runs it and the

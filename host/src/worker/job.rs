@@ -9,7 +9,9 @@
 //!   it makes JetStream drop a re-submitted job within the de-duplication window;
 //! * `Turngate-Provider`: `anthropic`, `openai-chat`, `openai-responses` or `gemini`;
 //! * `Turngate-Root`: a plain directory name beneath the worker's `--roots` (no `/`, not `.` or `..`);
-//! * `Turngate-Forced-Tool-Choice: true` (optional, OpenAI Chat): as `run --forced-tool-choice`.
+//! * `Turngate-Forced-Tool-Choice: true` (optional, OpenAI Chat): as `run --forced-tool-choice`;
+//! * `Turngate-Max-Output-Tokens: N` (optional): the output limit the request asked for, as
+//!   `run --max-output-tokens`.
 //!
 //! Anything else is a [`JobError`], which the worker answers instead of running the job.
 
@@ -28,6 +30,8 @@ pub const HEADER_PROVIDER: &str = "Turngate-Provider";
 pub const HEADER_ROOT: &str = "Turngate-Root";
 /// The header marking an OpenAI Chat request that forced a named tool.
 pub const HEADER_FORCED_TOOL_CHOICE: &str = "Turngate-Forced-Tool-Choice";
+/// The header carrying the output limit the turn's request asked for.
+pub const HEADER_MAX_OUTPUT_TOKENS: &str = "Turngate-Max-Output-Tokens";
 /// Longest job ID.
 const MAX_JOB_ID: usize = 64;
 
@@ -42,6 +46,8 @@ pub struct Job {
     pub root: String,
     /// OpenAI Chat: the request forced a named tool.
     pub forced_tool_choice: bool,
+    /// The output limit the request asked for, when known (a turn whose usage reached it is truncated).
+    pub max_output_tokens: Option<u64>,
     /// The raw response body.
     pub stream: Bytes,
 }
@@ -103,6 +109,9 @@ impl Job {
         if self.forced_tool_choice {
             headers.insert(HEADER_FORCED_TOOL_CHOICE, "true");
         }
+        if let Some(limit) = self.max_output_tokens {
+            headers.insert(HEADER_MAX_OUTPUT_TOKENS, limit.to_string().as_str());
+        }
         Ok(headers)
     }
 
@@ -160,11 +169,24 @@ impl Job {
                 });
             }
         };
+        let max_output_tokens = match get(HEADER_MAX_OUTPUT_TOKENS) {
+            None => None,
+            Some(text) => match text.parse::<u64>() {
+                Ok(limit) if text.bytes().all(|b| b.is_ascii_digit()) => Some(limit),
+                _ => {
+                    return fail(JobError::Invalid {
+                        header: HEADER_MAX_OUTPUT_TOKENS,
+                        detail: format!("`{}`: expected a number of tokens", text.escape_debug()),
+                    });
+                }
+            },
+        };
         Ok(Job {
             id,
             provider,
             root,
             forced_tool_choice,
+            max_output_tokens,
             stream: payload,
         })
     }
@@ -173,6 +195,7 @@ impl Job {
     pub fn decode(&self) -> Turn {
         let options = DecoderOptions {
             forced_tool_choice: self.forced_tool_choice,
+            max_output_tokens: self.max_output_tokens,
             ..DecoderOptions::default()
         };
         let mut decoder = TurnDecoder::with_options(self.provider, options);
@@ -191,6 +214,7 @@ mod tests {
             provider: Provider::Anthropic,
             root: "tenant-a".into(),
             forced_tool_choice: false,
+            max_output_tokens: Some(4096),
             stream: Bytes::from_static(b"data: {}\n\n"),
         }
     }
@@ -200,6 +224,36 @@ mod tests {
         let job = job();
         let back = Job::from_parts(Some(&job.headers().unwrap()), job.stream.clone()).unwrap();
         assert_eq!(back, job);
+    }
+
+    #[test]
+    fn the_output_limit_travels_in_the_job_and_its_decoding_honours_it() {
+        let stream = include_bytes!(
+            "../../../tests/fixtures/streams/constructed/openai_chat_vllm_tool_calls_at_limit.sse"
+        );
+        let mut job = Job {
+            provider: Provider::OpenAiChat,
+            stream: Bytes::from_static(stream),
+            max_output_tokens: Some(64),
+            ..job()
+        };
+        let back = Job::from_parts(Some(&job.headers().unwrap()), job.stream.clone()).unwrap();
+        assert_eq!(back.max_output_tokens, Some(64));
+        assert_eq!(back.decode().ending.status, crate::TurnStatus::Truncated);
+        job.max_output_tokens = None;
+        let back = Job::from_parts(Some(&job.headers().unwrap()), job.stream.clone()).unwrap();
+        assert_eq!(back.max_output_tokens, None);
+        assert_eq!(back.decode().ending.status, crate::TurnStatus::Completed);
+        for bad in ["", "-1", "+5", "1e3", "ten", "99999999999999999999999"] {
+            let mut headers = job.headers().unwrap();
+            headers.insert(HEADER_MAX_OUTPUT_TOKENS, bad);
+            let (id, error) = Job::from_parts(Some(&headers), Bytes::new()).unwrap_err();
+            assert_eq!(id.as_deref(), Some("j-1"), "{bad:?}");
+            assert!(
+                error.to_string().contains(HEADER_MAX_OUTPUT_TOKENS),
+                "{error}"
+            );
+        }
     }
 
     #[test]
