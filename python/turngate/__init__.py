@@ -132,7 +132,7 @@ async def _awaited(answer: Awaitable[bool]) -> bool:
     return await answer
 
 
-def _blocking_approver(approver: Approver | None) -> Callable[[ApprovalRequest], bool] | None:
+def _blocking_approver(approver: Approver | None) -> Callable[[ApprovalRequest], object] | None:
     """The approver as the library calls it, from a thread with no event loop of its own."""
     if approver is None:
         return None
@@ -141,14 +141,14 @@ def _blocking_approver(approver: Approver | None) -> Callable[[ApprovalRequest],
         answer = approver(request)
         if inspect.isawaitable(answer):
             answer = asyncio.run(_awaited(answer))
-        return answer is True
+        return answer
 
     return ask
 
 
 def _loop_approver(
     approver: Approver | None, loop: asyncio.AbstractEventLoop
-) -> Callable[[ApprovalRequest], bool] | None:
+) -> Callable[[ApprovalRequest], object] | None:
     """The approver as the library calls it from a worker thread: an async answer is awaited on the
     caller's event loop."""
     if approver is None:
@@ -158,7 +158,7 @@ def _loop_approver(
         answer = approver(request)
         if inspect.isawaitable(answer):
             answer = asyncio.run_coroutine_threadsafe(_awaited(answer), loop).result()
-        return answer is True
+        return answer
 
     return ask
 
