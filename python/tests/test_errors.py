@@ -98,3 +98,17 @@ def test_a_rust_panic_is_an_exception():
 
     with pytest.raises(turngate.InternalError, match="panic requested by the test"):
         _turngate._panic_for_test()
+
+
+def test_locked_loads_only_what_the_lock_pins(root, hostile_tools):
+    with pytest.raises(turngate.ToolLoadError, match="lock"):
+        turngate.Toolbox(root, tools_dir=hostile_tools, locked=True)
+    assert "hostile_rw" in turngate.Toolbox(root, tools_dir=hostile_tools).tool_names
+
+
+def test_limits_are_the_toolboxs(root, hostile_tools):
+    toolbox = turngate.Toolbox(root, tools_dir=hostile_tools, max_output=1000)
+    big = toolbox.call("hostile_rw", {"attack": "big_result", "size": 5000, "path": "x.txt"})
+    assert big["status"] == "error" and big["error"]["stage"] == "sandbox"
+    small = toolbox.call("hostile_rw", {"attack": "big_result", "size": 500, "path": "x.txt"})
+    assert small["status"] == "ok"
