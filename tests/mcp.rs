@@ -219,11 +219,17 @@ fn tools_are_listed_with_their_schema_and_hints_from_the_declared_access() {
         assert_eq!(tool(name)["annotations"]["readOnlyHint"], false, "{name}");
         assert_eq!(tool(name)["annotations"]["destructiveHint"], true, "{name}");
     }
+    // Only a tool that imports wasi:http may reach the network.
+    for t in tools {
+        let network = t["name"] == "fetch";
+        assert_eq!(t["annotations"]["openWorldHint"], network, "{t}");
+    }
+    assert_eq!(tool("fetch")["annotations"]["readOnlyHint"], false);
     let schema = &tool("write_file")["inputSchema"];
     assert_eq!(schema["type"], "object");
     assert!(schema["properties"]["path"].is_object(), "{schema}");
     // Nothing that loads components or changes the policy.
-    assert_eq!(tools.len(), 7, "{listed}");
+    assert_eq!(tools.len(), 8, "{listed}");
     assert!(server.finish().success());
 }
 

@@ -1,0 +1,27 @@
+//! Outgoing HTTP for tools, under the same gate as their files.
+//!
+//! A tool reaches the network only through `wasi:http/outgoing-handler` (never `wasi:sockets`, which
+//! refuses a component at load), and only where its grant in the policy allows: `rules.rs` (a rule:
+//! methods, origin, path glob), `grant.rs` (a tool's rules from the policy, and the decision on one
+//! request), `addresses.rs` (the host's own name resolution and the addresses it refuses),
+//! `transport.rs` (TCP to the checked address, TLS, hyper's HTTP/1.1 client, metered bodies),
+//! `call.rs` (one call's requests: checked, sent, limited, recorded), `hooks.rs` (the
+//! `WasiHttpHooks` that hand every request to the call), `limits.rs` and `record.rs`.
+
+mod addresses;
+mod call;
+mod grant;
+mod hooks;
+mod limits;
+mod record;
+mod rules;
+mod transport;
+
+pub use addresses::{ResolveFuture, Resolver, StaticResolver, SystemResolver};
+pub(crate) use call::{CallNetwork, NetworkSetup};
+pub(crate) use grant::NetworkFile;
+pub use grant::{GrantError, NetworkGrant};
+pub(crate) use hooks::NetworkHooks;
+pub use limits::{NetworkLimitError, NetworkLimits};
+pub use record::RequestRecord;
+pub use rules::RuleError;

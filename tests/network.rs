@@ -1,0 +1,562 @@
+//! Tools on the network: every request a tool makes is checked against its policy before anything is
+//! sent, the host resolves names itself and refuses addresses that are not public, and per-call limits
+//! stop a call that exceeds them.
+//!
+//! Every server here is a hyper server the test starts on 127.0.0.1, and every name the tools request
+//! resolves through a `StaticResolver`: nothing here reaches another address. Names mapped to 10.0.0.1
+//! or 169.254.169.254 are only ever refused, before any connection.
+
+mod common;
+
+use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::{Request, Response};
+use serde_json::{Value, json};
+use turngate::network::{NetworkLimits, StaticResolver};
+use turngate::{CallError, CallOutcome, Limits, Policy, RunError, Toolbox};
+
+use common::{Workspace, build, call, test_cache};
+
+/// One request the test server saw.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+/// A body that sends one piece and then never another (a stalled server).
+struct Stalled(bool);
+
+impl Body for Stalled {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.0 {
+            Poll::Pending
+        } else {
+            self.0 = true;
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"first")))))
+        }
+    }
+}
+
+type Reply = Response<http_body_util::combinators::BoxBody<Bytes, Infallible>>;
+
+fn text(status: u16, body: &str) -> Reply {
+    Response::builder()
+        .status(status)
+        .header("content-type", "text/plain")
+        .body(Full::new(Bytes::from(body.to_owned())).boxed())
+        .unwrap()
+}
+
+/// The routes: `/hello`, `/redirect?to=URL`, `/big` (64 KiB), `/stall` (one piece, then nothing),
+/// `/silent` (no response head at all), `/echo` (the request's headers and body); anything else `ok`.
+async fn serve(
+    request: Request<Incoming>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+) -> Result<Reply, Infallible> {
+    let method = request.method().to_string();
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/".to_owned(), |p| p.to_string());
+    let headers: Vec<(String, String)> = request
+        .headers()
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let body = request.into_body().collect().await.unwrap().to_bytes();
+    let body = String::from_utf8_lossy(&body).into_owned();
+    seen.lock().unwrap().push(Seen {
+        method,
+        path: path.clone(),
+        headers: headers.clone(),
+        body: body.clone(),
+    });
+    let route = path.split('?').next().unwrap_or_default();
+    Ok(match route {
+        "/hello" => text(200, "hello from the test server"),
+        "/big" => text(200, &"x".repeat(64 * 1024)),
+        "/stall" => Response::new(Stalled(false).boxed()),
+        "/silent" => {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            text(200, "too late")
+        }
+        "/echo" => {
+            let lines: Vec<String> = headers.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+            text(200, &format!("{}\n\n{body}", lines.join("\n")))
+        }
+        "/redirect" => Response::builder()
+            .status(302)
+            .header("location", path.split_once("?to=").map_or("", |(_, to)| to))
+            .body(Full::new(Bytes::new()).boxed())
+            .unwrap(),
+        _ => text(200, "ok"),
+    })
+}
+
+/// A server on 127.0.0.1 that records what it saw, on a runtime of its own.
+struct TestServer {
+    port: u16,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl TestServer {
+    fn start() -> TestServer {
+        static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+        let runtime = RUNTIME.get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap()
+        });
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let log = seen.clone();
+        runtime.spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |r| serve(r, log.clone()));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        TestServer { port, seen }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn paths(&self) -> Vec<String> {
+        self.seen().into_iter().map(|s| s.path).collect()
+    }
+
+    /// `http://NAME:PORT`.
+    fn origin(&self, name: &str) -> String {
+        format!("http://{name}:{}", self.port)
+    }
+}
+
+const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// The names the tests request: every one leads to 127.0.0.1 except the two that must never be
+/// connected to.
+fn resolver() -> StaticResolver {
+    StaticResolver::new()
+        .with("allowed.test", &[LOOPBACK])
+        .with("other.test", &[LOOPBACK])
+        .with("evil.test", &[LOOPBACK])
+        .with("named.test", &[LOOPBACK])
+        .with("a.corp.test", &[LOOPBACK])
+        .with(
+            "mapped.corp.test",
+            &[IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped())],
+        )
+        .with("six.corp.test", &[IpAddr::V6(Ipv6Addr::LOCALHOST)])
+        .with(
+            "private.corp.test",
+            &[IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))],
+        )
+        .with(
+            "metadata.corp.test",
+            &[IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254))],
+        )
+}
+
+/// The bundled tools (with `fetch`) and the `net_probe` test guest, with these network limits.
+fn toolbox_with(network: NetworkLimits) -> Toolbox {
+    let limits = Limits {
+        wall_time: Duration::from_secs(10),
+        network,
+        ..Limits::default()
+    };
+    build(
+        Toolbox::builder()
+            .cache(test_cache())
+            .limits(limits)
+            .resolver(Arc::new(resolver()))
+            .component_file(env!("TURNGATE_TEST_GUEST_NET_PROBE"))
+            .unwrap(),
+    )
+}
+
+fn toolbox() -> &'static Toolbox {
+    static TOOLBOX: OnceLock<Toolbox> = OnceLock::new();
+    TOOLBOX.get_or_init(|| toolbox_with(NetworkLimits::default()))
+}
+
+fn policy(text: &str) -> Policy {
+    Policy::from_toml(text).unwrap()
+}
+
+fn run(toolbox: &Toolbox, policy: &Policy, tool: &str, input: Value) -> (CallOutcome, Workspace) {
+    let ws = Workspace::new();
+    let outcome = call(toolbox, &ws.root, policy, tool, &input.to_string());
+    (outcome, ws)
+}
+
+fn output(outcome: &CallOutcome) -> Value {
+    match &outcome.result {
+        Ok(text) => serde_json::from_str(text).unwrap(),
+        Err(e) => panic!("the call failed: {e}; {outcome:?}"),
+    }
+}
+
+/// The `net_probe` results, one per request it was given.
+fn probe(toolbox: &Toolbox, policy: &Policy, requests: Value) -> (Vec<Value>, CallOutcome) {
+    let (outcome, _ws) = run(toolbox, policy, "net_probe", json!({"requests": requests}));
+    let results = output(&outcome)["results"].as_array().unwrap().clone();
+    (results, outcome)
+}
+
+fn fetch_policy(server: &TestServer) -> Policy {
+    policy(&format!(
+        "[tools.fetch.network]\nget = [\"{}/**\"]\n[tools.net_probe.network]\nget = [\"{}/**\"]",
+        server.origin("allowed.test"),
+        server.origin("allowed.test"),
+    ))
+}
+
+#[test]
+fn an_allowed_get_works_end_to_end_and_is_recorded() {
+    let server = TestServer::start();
+    let url = format!("{}/hello?token=abc", server.origin("allowed.test"));
+    let (outcome, _ws) = run(
+        toolbox(),
+        &fetch_policy(&server),
+        "fetch",
+        json!({"url": url}),
+    );
+    let answer = output(&outcome);
+    assert_eq!(answer["status"], 200);
+    assert_eq!(answer["body"], "hello from the test server");
+    assert_eq!(answer["headers"]["content-type"], "text/plain");
+    assert_eq!(server.paths(), ["/hello?token=abc"]);
+    let host = server.seen()[0]
+        .headers
+        .iter()
+        .find(|(n, _)| n == "host")
+        .cloned();
+    assert_eq!(host.unwrap().1, format!("allowed.test:{}", server.port));
+    let [record] = &outcome.requests[..] else {
+        panic!("{:?}", outcome.requests)
+    };
+    assert_eq!(record.method, "GET");
+    assert_eq!(
+        record.url,
+        format!("{}/hello?token=***", server.origin("allowed.test"))
+    );
+    assert_eq!(
+        record.address.unwrap(),
+        (LOOPBACK, server.port).into(),
+        "the address connected to"
+    );
+    assert_eq!(record.status, Some(200));
+    assert_eq!(record.bytes_received, 26);
+    assert!(
+        outcome.to_json()["requests"][0]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("token=***")
+    );
+}
+
+#[test]
+fn a_declared_url_outside_the_policy_never_starts_the_call() {
+    let server = TestServer::start();
+    for url in [
+        format!("{}/hello", server.origin("other.test")),
+        // The path glob, the port and the scheme are each part of the grant.
+        format!("http://allowed.test:{}/hello", server.port + 1),
+        format!("https://allowed.test:{}/hello", server.port),
+        format!("{}/../hello", server.origin("allowed.test")),
+    ] {
+        let (outcome, _ws) = run(
+            toolbox(),
+            &fetch_policy(&server),
+            "fetch",
+            json!({"url": url}),
+        );
+        match &outcome.result {
+            Err(CallError::Gate(e)) => assert_eq!(e.step(), "url", "{url}: {e}"),
+            other => panic!("{url}: {other:?}"),
+        }
+        assert!(!outcome.ran(), "{url}");
+    }
+    // No policy at all: no network for any tool.
+    let url = format!("{}/hello", server.origin("allowed.test"));
+    let (outcome, _ws) = run(
+        toolbox(),
+        &Policy::allow_all(),
+        "fetch",
+        json!({"url": url}),
+    );
+    assert!(
+        matches!(outcome.result, Err(CallError::Gate(_))),
+        "{outcome:?}"
+    );
+    assert!(server.seen().is_empty(), "{:?}", server.seen());
+}
+
+#[test]
+fn an_undeclared_request_to_a_disallowed_host_is_refused_in_the_hook() {
+    let server = TestServer::start();
+    let (results, outcome) = probe(
+        toolbox(),
+        &fetch_policy(&server),
+        json!([
+            {"url": format!("{}/one", server.origin("allowed.test"))},
+            {"url": format!("{}/two", server.origin("other.test"))},
+        ]),
+    );
+    assert_eq!(results[0]["status"], 200, "{results:?}");
+    assert!(
+        results[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("HttpRequestDenied"),
+        "{results:?}"
+    );
+    assert_eq!(server.paths(), ["/one"]);
+    assert!(
+        outcome.requests[1]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("no network rule"),
+        "{:?}",
+        outcome.requests
+    );
+    assert_eq!(outcome.requests[1].address, None);
+}
+
+#[test]
+fn a_method_not_granted_is_refused() {
+    let server = TestServer::start();
+    let origin = server.origin("allowed.test");
+    let policy = policy(&format!(
+        "[tools.net_probe.network]\nget = [\"{origin}/**\"]\nwrite = [\"POST {origin}/items\"]"
+    ));
+    let (results, outcome) = probe(
+        toolbox(),
+        &policy,
+        json!([
+            {"url": format!("{origin}/items"), "method": "DELETE"},
+            {"url": format!("{origin}/other"), "method": "POST", "body": "x"},
+            {"url": format!("{origin}/items"), "method": "PUT", "body": "x"},
+            {"url": format!("{origin}/items"), "method": "POST", "body": "sent"},
+        ]),
+    );
+    // The tool sees an error (a denied request with a body it was still writing may see its stream
+    // closed instead); the record says why.
+    for (denied, record) in results[..3].iter().zip(&outcome.requests) {
+        assert!(denied["error"].is_string(), "{results:?}");
+        assert!(
+            record.error.as_deref().unwrap().contains("no network rule"),
+            "{record:?}"
+        );
+        assert_eq!((record.address, record.bytes_sent), (None, 0), "{record:?}");
+    }
+    assert_eq!(results[3]["status"], 200, "{results:?}");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].body.as_str()),
+        ("POST", "sent")
+    );
+}
+
+#[test]
+fn a_redirect_to_a_disallowed_host_is_refused() {
+    let server = TestServer::start();
+    let allowed = server.origin("allowed.test");
+    let evil = format!("{}/hello", server.origin("evil.test"));
+    let url = format!("{allowed}/redirect?to={evil}");
+    let (outcome, _ws) = run(
+        toolbox(),
+        &fetch_policy(&server),
+        "fetch",
+        json!({"url": url}),
+    );
+    let Err(CallError::Run(RunError::Tool(error))) = &outcome.result else {
+        panic!("{outcome:?}")
+    };
+    assert!(error.to_string().contains("HttpRequestDenied"), "{error}");
+    assert_eq!(server.paths(), [format!("/redirect?to={evil}")]);
+    // A redirect within the grant is followed.
+    let url = format!("{allowed}/redirect?to={allowed}/hello");
+    let (outcome, _ws) = run(
+        toolbox(),
+        &fetch_policy(&server),
+        "fetch",
+        json!({"url": url}),
+    );
+    assert_eq!(output(&outcome)["body"], "hello from the test server");
+}
+
+#[test]
+fn names_that_resolve_to_non_public_addresses_are_refused_unless_the_rule_names_the_host() {
+    let server = TestServer::start();
+    let port = server.port;
+    // A wildcard rule (https only) does not name any host: every non-public address is refused before
+    // a connection is made (10.0.0.1 and 169.254.169.254 are never connected to).
+    let wildcard = policy(&format!(
+        "[tools.net_probe.network]\nget = [\"https://*.corp.test:{port}/**\", \"http://named.test:{port}/**\"]"
+    ));
+    let names = ["a", "mapped", "six", "private", "metadata"];
+    let requests: Vec<Value> = names
+        .iter()
+        .map(|n| json!({"url": format!("https://{n}.corp.test:{port}/x")}))
+        .chain([json!({"url": format!("http://named.test:{port}/named")})])
+        .collect();
+    let (results, outcome) = probe(toolbox(), &wildcard, json!(requests));
+    for (i, name) in names.iter().enumerate() {
+        let error = results[i]["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("DestinationIpProhibited"),
+            "{name}: {results:?}"
+        );
+        let record = &outcome.requests[i];
+        assert_eq!(record.address, None, "{name}");
+        assert!(
+            record
+                .error
+                .as_deref()
+                .unwrap()
+                .contains("no rule names that host"),
+            "{record:?}"
+        );
+    }
+    // named.test is named exactly by its rule, so its loopback address is allowed.
+    assert_eq!(results[names.len()]["status"], 200, "{results:?}");
+    assert_eq!(server.paths(), ["/named"]);
+}
+
+#[test]
+fn a_response_over_the_byte_limit_and_a_stalled_server_stop_the_call_and_the_host_serves_on() {
+    let server = TestServer::start();
+    let limits = NetworkLimits {
+        max_bytes_received: 16 * 1024,
+        between_bytes_timeout: Duration::from_millis(300),
+        first_byte_timeout: Duration::from_millis(300),
+        max_requests: 3,
+        ..NetworkLimits::default()
+    };
+    let toolbox = toolbox_with(limits);
+    let policy = fetch_policy(&server);
+    let origin = server.origin("allowed.test");
+    let limit_of = |path: &str| {
+        let started = Instant::now();
+        let (outcome, _ws) = run(
+            &toolbox,
+            &policy,
+            "fetch",
+            json!({"url": format!("{origin}{path}"), "max_bytes": 1 << 20}),
+        );
+        let elapsed = started.elapsed();
+        assert!(elapsed < Duration::from_secs(5), "{path}: {elapsed:?}");
+        match outcome.result {
+            Err(CallError::Run(RunError::NetworkLimit(limit))) => limit.to_string(),
+            other => panic!("{path}: {other:?}"),
+        }
+    };
+    assert!(limit_of("/big").contains("bytes received"));
+    assert!(limit_of("/stall").contains("stalled"));
+    assert!(limit_of("/silent").contains("no response"));
+    let (_, outcome) = {
+        let (outcome, _ws) = run(
+            &toolbox,
+            &policy,
+            "net_probe",
+            json!({"requests": [{"url": format!("{origin}/1")}, {"url": format!("{origin}/2")}, {"url": format!("{origin}/3")}, {"url": format!("{origin}/4")}]}),
+        );
+        ((), outcome)
+    };
+    assert!(
+        matches!(
+            &outcome.result,
+            Err(CallError::Run(RunError::NetworkLimit(l))) if l.to_string().contains("requests")
+        ),
+        "{outcome:?}"
+    );
+    // The host goes on serving.
+    let (outcome, _ws) = run(
+        &toolbox,
+        &policy,
+        "fetch",
+        json!({"url": format!("{origin}/hello")}),
+    );
+    assert_eq!(output(&outcome)["status"], 200);
+}
+
+#[test]
+fn components_built_against_the_old_world_load_and_declare_no_urls() {
+    let read_file = toolbox().get("read_file").unwrap();
+    assert!(read_file.descriptor().urls.is_empty());
+    assert!(
+        !read_file
+            .imports()
+            .iter()
+            .any(|i| i.starts_with("wasi:http")),
+        "{:?}",
+        read_file.imports()
+    );
+    assert_eq!(toolbox().get("fetch").unwrap().descriptor().urls, ["/url"]);
+    assert!(
+        toolbox()
+            .get("net_probe")
+            .unwrap()
+            .descriptor()
+            .urls
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_component_importing_sockets_is_still_refused_at_load() {
+    let error = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(
+            Toolbox::builder()
+                .cache(test_cache())
+                .without_bundled()
+                .component_file(env!("TURNGATE_TEST_GUEST_HOSTILE_NET"))
+                .unwrap()
+                .build(),
+        )
+        .unwrap_err();
+    assert!(error.to_string().contains("wasi:sockets"), "{error}");
+}
