@@ -560,3 +560,108 @@ fn a_component_importing_sockets_is_still_refused_at_load() {
         .unwrap_err();
     assert!(error.to_string().contains("wasi:sockets"), "{error}");
 }
+
+/// An Anthropic stream whose one call is `tool` with `input`, for the audit log of a whole turn.
+fn one_call_turn(tool: &str, input: &Value) -> turngate::Turn {
+    let events = [
+        json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "x", "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "u1", "name": tool, "input": {}}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 1}}),
+        json!({"type": "message_stop"}),
+    ];
+    let body: String = events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+        .collect();
+    common::streams::decode_whole(
+        turngate::Provider::Anthropic,
+        Default::default(),
+        body.as_bytes(),
+    )
+}
+
+#[test]
+fn a_secret_reaches_its_origin_only_and_never_the_tool_the_outcome_or_the_audit_log() {
+    let server = TestServer::start();
+    let value = "s3cret-token-8d1f0c";
+    let secrets = tempfile::tempdir().unwrap();
+    let token_file = secrets.path().join("token");
+    std::fs::write(&token_file, format!("{value}\n")).unwrap();
+    // Plain http only because the origin is a loopback address (see network/secrets.rs); a name that
+    // resolves to the same address is another origin and gets nothing.
+    let secret_origin = format!("http://127.0.0.1:{}", server.port);
+    let other = server.origin("allowed.test");
+    let policy = policy(&format!(
+        r#"
+        [secrets.api]
+        file = "{}"
+        origins = ["{secret_origin}"]
+        [tools.net_probe]
+        env = ["CARGO_PKG_NAME"]
+        [tools.net_probe.network]
+        get = ["{secret_origin}/**", "{other}/**"]
+        "#,
+        token_file.display()
+    ));
+    let input = json!({"requests": [
+        {"url": format!("{secret_origin}/hello")},
+        {"url": format!("{other}/hello")},
+    ]});
+    let ws = Workspace::new();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let report = runtime.block_on(turngate::process_turn(
+        toolbox(),
+        &ws.root,
+        &policy,
+        one_call_turn("net_probe", &input),
+        turngate::TurnOptions {
+            audit: true,
+            ..Default::default()
+        },
+    ));
+    let call = &report.calls[0];
+    assert_eq!(call.status, turngate::CallStatus::Ok, "{call:?}");
+    let authorization = |seen: &Seen| {
+        seen.headers
+            .iter()
+            .find(|(n, _)| n == "authorization")
+            .map(|(_, v)| v.clone())
+    };
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(authorization(&seen[0]).unwrap(), format!("Bearer {value}"));
+    assert_eq!(
+        authorization(&seen[1]),
+        None,
+        "another origin: {:?}",
+        seen[1]
+    );
+    assert_eq!(call.requests[0].secrets, ["api"]);
+    assert!(call.requests[1].secrets.is_empty());
+    // The tool saw its granted variable and nothing else of the environment, and not the secret.
+    let (outcome, _ws) = run(toolbox(), &policy, "net_probe", input);
+    let stdout = String::from_utf8_lossy(&outcome.stdout);
+    assert_eq!(stdout.trim(), "CARGO_PKG_NAME=turngate", "{stdout}");
+    let mut log = Vec::new();
+    turngate::audit::write_jsonl(&report.audit, &mut log).unwrap();
+    let log = String::from_utf8(log).unwrap();
+    assert!(log.contains(r#""secrets":["api"]"#), "{log}");
+    for (what, text) in [
+        ("the tool's output", format!("{:?}", outcome.result)),
+        (
+            "the tool's stdout and stderr",
+            format!("{stdout}{:?}", outcome.stderr),
+        ),
+        ("the outcome", outcome.to_json().to_string()),
+        ("the outcome's Debug", format!("{outcome:?}")),
+        ("the turn report", report.to_json().to_string()),
+        ("the audit log", log),
+    ] {
+        assert!(!text.contains(value), "{what}: {text}");
+    }
+}

@@ -24,6 +24,8 @@
 //! deny = ["https://example.org/private/**"]
 //! ```
 //!
+//! `env = ["LANG"]` under `[tools.NAME]` passes those environment variables to the tool (none by
+//! default); `[secrets.NAME]` tables name secrets the host adds to requests (`network/secrets.rs`).
 //! The `network` tables (a tool's, and a top-level `[network]` whose `deny` binds every tool and whose
 //! grant is the default of tools without one) are described in `network/grant.rs`; no table, no network.
 //!
@@ -42,7 +44,10 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 
 use crate::descriptor::Access;
-use crate::network::{GrantError, NetworkFile, NetworkGrant};
+use crate::network::{
+    GrantError, NetworkFile, NetworkGrant, SecretBinding, SecretError, SecretFile,
+};
+use std::sync::Arc;
 
 /// An authorization policy.
 #[derive(Debug, Clone)]
@@ -59,6 +64,7 @@ struct Rules {
     allow_hard_links: bool,
     /// The network grant of tools without a network table of their own.
     network: NetworkGrant,
+    secrets: Arc<Vec<SecretBinding>>,
 }
 
 #[derive(Debug, Clone)]
@@ -68,6 +74,7 @@ struct ToolRules {
     deny: GlobSet,
     approval: Approval,
     network: NetworkGrant,
+    env: Vec<String>,
 }
 
 /// How tools that the policy does not list are treated.
@@ -122,6 +129,8 @@ struct PolicyFile {
     #[serde(default)]
     tools: BTreeMap<String, ToolFile>,
     network: Option<NetworkFile>,
+    #[serde(default)]
+    secrets: BTreeMap<String, SecretFile>,
 }
 
 #[derive(Deserialize)]
@@ -138,6 +147,8 @@ struct ToolFile {
     #[serde(default)]
     approval: Approval,
     network: Option<NetworkFile>,
+    #[serde(default)]
+    env: Vec<String>,
 }
 
 /// Why a policy file was refused.
@@ -157,6 +168,9 @@ pub enum PolicyError {
         /// What globset said.
         error: globset::Error,
     },
+    /// A `[secrets.NAME]` table is unusable.
+    #[error("policy: {0}")]
+    Secret(#[from] SecretError),
     /// A network rule does not parse.
     #[error("policy for `{scope}`: {error}")]
     Network {
@@ -189,6 +203,11 @@ impl Policy {
             error,
         };
         let network = NetworkGrant::compile(None, top).map_err(|e| network_error("network", e))?;
+        let secrets = file
+            .secrets
+            .iter()
+            .map(|(name, secret)| SecretBinding::compile(name, secret))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut tools = BTreeMap::new();
         for (tool, rules) in file.tools {
             let tool_network = NetworkGrant::compile(rules.network.as_ref(), top)
@@ -201,6 +220,7 @@ impl Policy {
                 deny: compile(&tool, &rules.deny)?,
                 approval: rules.approval,
                 network: tool_network,
+                env: rules.env,
             };
             tools.insert(tool, compiled);
         }
@@ -211,6 +231,7 @@ impl Policy {
                 tools,
                 allow_hard_links: file.allow_hard_links,
                 network,
+                secrets: Arc::new(secrets),
             }),
         })
     }
@@ -234,6 +255,22 @@ impl Policy {
                 .map_or(&rules.network, |t| &t.network)
                 .clone(),
         }
+    }
+
+    /// The secrets the host adds to requests for their origins (none without a policy file).
+    pub fn secrets(&self) -> Arc<Vec<SecretBinding>> {
+        self.rules
+            .as_ref()
+            .map(|r| r.secrets.clone())
+            .unwrap_or_default()
+    }
+
+    /// The environment variables `tool` may see (`[tools.NAME] env`; none by default).
+    pub fn env(&self, tool: &str) -> &[String] {
+        self.rules
+            .as_ref()
+            .and_then(|r| r.tools.get(tool))
+            .map_or(&[], |t| &t.env)
     }
 
     /// Whether a regular file with more than one hard link may be touched.

@@ -566,7 +566,7 @@ impl Toolbox {
         };
         let report = self
             .sandbox
-            .run(prepared, None, raw_input, None, None)
+            .run(prepared, None, raw_input, (None, &[]), None)
             .await;
         Some(outcome(tool, report))
     }
@@ -638,14 +638,21 @@ impl Toolbox {
             grant: context.policy.network(name),
             resolver: self.resolver.clone(),
             limits: self.sandbox.limits().network,
+            secrets: context.policy.secrets(),
         };
+        let env: Vec<(String, String)> = context
+            .policy
+            .env(name)
+            .iter()
+            .filter_map(|var| Some((var.clone(), std::env::var(var).ok()?)))
+            .collect();
         let mut report = self
             .sandbox
             .run(
                 prepared,
                 view,
                 approved.input(),
-                Some(network),
+                (Some(network), &env),
                 context.cancel,
             )
             .await;

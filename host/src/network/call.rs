@@ -20,6 +20,7 @@ use super::grant::{Decision, NetworkGrant};
 use super::limits::{NetworkLimitError, NetworkLimits};
 use super::record::{RequestRecord, shown_url};
 use super::rules::Target;
+use super::secrets::SecretBinding;
 use super::transport::{self, Meter, MeteredBody};
 
 /// What a call's network starts from: the tool's grant, how names resolve, the limits.
@@ -28,6 +29,8 @@ pub(crate) struct NetworkSetup {
     pub(crate) grant: NetworkGrant,
     pub(crate) resolver: Arc<dyn Resolver>,
     pub(crate) limits: NetworkLimits,
+    /// The policy's secrets, each added to requests for its origins only.
+    pub(crate) secrets: Arc<Vec<SecretBinding>>,
 }
 
 /// Stops the call's guest (set by the sandbox: the stop flag and an epoch tick).
@@ -62,6 +65,7 @@ impl NetworkSetup {
             grant: NetworkGrant::default(),
             resolver: Arc::new(super::addresses::SystemResolver),
             limits,
+            secrets: Arc::default(),
         }
     }
 }
@@ -116,6 +120,7 @@ impl CallNetwork {
                 bytes_received: 0,
                 duration_ms: 0.0,
                 approved: None,
+                secrets: Vec::new(),
                 error: None,
             });
             state.records.len() - 1
@@ -147,6 +152,7 @@ impl CallNetwork {
             self.exceed(error);
             return Err(refusal);
         }
+        let mut request = request;
         let target = Target::of(request.uri())
             .map_err(|reason| Refusal::new(HttpError::HttpRequestUriInvalid, reason))?;
         let names_host = match self.setup.grant.decide(request.method(), &target) {
@@ -161,6 +167,15 @@ impl CallNetwork {
             }
             Decision::Allow { names_host, .. } => names_host,
         };
+        for secret in self.setup.secrets.iter().filter(|s| s.applies_to(&target)) {
+            let (name, value) = secret
+                .header()
+                .map_err(|reason| Refusal::new(HttpError::HttpRequestDenied, reason))?;
+            request.headers_mut().insert(name, value);
+            self.update(index, |record| {
+                record.secrets.push(secret.name().to_owned())
+            });
+        }
         let addresses = self.addresses(&target, names_host).await?;
         let connect_timeout = shorter(
             options.and_then(|o| o.connect_timeout),

@@ -5,6 +5,7 @@
 //! methods, origin, path glob), `grant.rs` (a tool's rules from the policy, and the decision on one
 //! request), `addresses.rs` (the host's own name resolution and the addresses it refuses),
 //! `transport.rs` (TCP to the checked address, TLS, hyper's HTTP/1.1 client, metered bodies),
+//! `secrets.rs` (secrets bound to origins, added by the host, never seen by the tool),
 //! `call.rs` (one call's requests: checked, sent, limited, recorded), `hooks.rs` (the
 //! `WasiHttpHooks` that hand every request to the call), `limits.rs` and `record.rs`.
 
@@ -15,6 +16,7 @@ mod hooks;
 mod limits;
 mod record;
 mod rules;
+mod secrets;
 mod transport;
 
 pub use addresses::{ResolveFuture, Resolver, StaticResolver, SystemResolver};
@@ -25,3 +27,5 @@ pub(crate) use hooks::NetworkHooks;
 pub use limits::{NetworkLimitError, NetworkLimits};
 pub use record::RequestRecord;
 pub use rules::RuleError;
+pub(crate) use secrets::SecretFile;
+pub use secrets::{Secret, SecretBinding, SecretError};

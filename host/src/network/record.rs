@@ -23,6 +23,8 @@ pub struct RequestRecord {
     pub duration_ms: f64,
     /// Whether the approver was asked and said yes (`None`: not asked).
     pub approved: Option<bool>,
+    /// The names of the secrets the host added (never their values).
+    pub secrets: Vec<String>,
     /// Why the request was refused or failed (`None`: it got a response).
     pub error: Option<String>,
 }

@@ -348,7 +348,8 @@ impl Sandbox {
             .acquire()
             .await
             .expect("the semaphore is never closed");
-        let (mut store, _stdout, stderr, _network) = self.new_store(None, None, Arc::default());
+        let (mut store, _stdout, stderr, _network) =
+            self.new_store(None, None, &[], Arc::default());
         let work = async {
             let instance = tool
                 .pre
@@ -395,7 +396,8 @@ impl Sandbox {
     }
 
     /// Runs one call in a fresh instance whose only filesystem is `view` (`None`: no filesystem) and
-    /// whose only network is `network` (`None`: every request denied), on a call thread. When the caller stops waiting (the wall-time limit, or `cancel`), it advances the
+    /// whose only network is `network` (`None`: every request denied) and whose environment is `env`,
+    /// on a call thread. When the caller stops waiting (the wall-time limit, or `cancel`), it advances the
     /// engine's epoch, so the guest traps at its next epoch check (see `new_store`): no thread ticks
     /// for a call.
     pub(crate) async fn run(
@@ -403,7 +405,7 @@ impl Sandbox {
         tool: &Prepared,
         view: Option<CallView>,
         input: &str,
-        network: Option<NetworkSetup>,
+        (network, env): (Option<NetworkSetup>, &[(String, String)]),
         cancel: Option<&Cancel>,
     ) -> RunReport {
         let started = Instant::now();
@@ -417,7 +419,7 @@ impl Sandbox {
         // Set when the caller stops waiting (the wall-time limit or a cancellation): the guest traps at
         // its next epoch check, so its instance slot is free at once even while it computes.
         let stop = Arc::new(AtomicBool::new(false));
-        let (store, stdout, stderr, network) = self.new_store(view, network, stop.clone());
+        let (store, stdout, stderr, network) = self.new_store(view, network, env, stop.clone());
         let limits = self.limits;
         let pre = tool.pre.clone();
         let input = input.to_owned();
@@ -526,6 +528,7 @@ impl Sandbox {
         &self,
         view: Option<CallView>,
         network: Option<NetworkSetup>,
+        env: &[(String, String)],
         stop: Arc<AtomicBool>,
     ) -> (
         Store<CallState>,
@@ -536,7 +539,7 @@ impl Sandbox {
         let stdout = BoundedOutput::new(self.limits.output_bytes);
         let stderr = BoundedOutput::new(self.limits.output_bytes);
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(stdout.clone()).stderr(stderr.clone());
+        wasi.stdout(stdout.clone()).stderr(stderr.clone()).envs(env);
         let network = network.unwrap_or_else(|| NetworkSetup::none(self.limits.network));
         // A network limit exceeded stops the guest as the caller does: the stop flag, then an epoch tick.
         let engine = self.engine.weak();
