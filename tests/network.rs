@@ -665,3 +665,92 @@ fn a_secret_reaches_its_origin_only_and_never_the_tool_the_outcome_or_the_audit_
         assert!(!text.contains(value), "{what}: {text}");
     }
 }
+
+/// Answers every question with `yes` and keeps what it was shown.
+struct Recording {
+    yes: bool,
+    shown: Mutex<Vec<turngate::network::NetworkRequest>>,
+}
+
+impl turngate::Approver for Recording {
+    fn approve<'a>(
+        &'a self,
+        request: &'a turngate::ApprovalRequest<'a>,
+    ) -> turngate::ApprovalFuture<'a> {
+        self.shown.lock().unwrap().extend(request.network.cloned());
+        let yes = self.yes;
+        Box::pin(async move { yes })
+    }
+}
+
+#[test]
+fn a_post_under_ask_is_sent_once_on_yes_and_never_on_no_or_without_an_approver() {
+    let server = TestServer::start();
+    let origin = server.origin("allowed.test");
+    let policy = policy(&format!(
+        "[tools.net_probe.network]\nget = [\"{origin}/**\"]\nwrite = [\"POST {origin}/items\"]\napproval = \"ask\""
+    ));
+    let input = json!({"requests": [
+        {"url": format!("{origin}/items"), "method": "POST", "body": "the body"},
+        {"url": format!("{origin}/read")},
+    ]})
+    .to_string();
+    let run_with = |approver: Option<&Recording>| {
+        let ws = Workspace::new();
+        let effects = turngate::Effects::default();
+        let mut context = turngate::CallContext::new(&ws.root, &policy, &effects);
+        context.approver = approver.map(|a| a as &dyn turngate::Approver);
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(toolbox().call_in(&mut context, "net_probe", &input))
+    };
+    for approver in [
+        None,
+        Some(Recording {
+            yes: false,
+            shown: Mutex::default(),
+        }),
+    ] {
+        let outcome = run_with(approver.as_ref());
+        let results = output(&outcome)["results"].clone();
+        assert!(results[0]["error"].is_string(), "{results}");
+        assert_eq!(results[1]["status"], 200, "reads never ask: {results}");
+        assert_eq!(outcome.requests[0].approved, Some(false));
+        assert_eq!(outcome.requests[0].address, None, "nothing was sent");
+        if let Some(approver) = approver {
+            assert_eq!(approver.shown.lock().unwrap().len(), 1);
+        }
+    }
+    assert_eq!(server.paths(), ["/read", "/read"], "no POST was sent");
+    let approver = Recording {
+        yes: true,
+        shown: Mutex::default(),
+    };
+    let outcome = run_with(Some(&approver));
+    assert_eq!(output(&outcome)["results"][0]["status"], 200);
+    assert_eq!(outcome.requests[0].approved, Some(true));
+    let shown = approver.shown.lock().unwrap().clone();
+    let [shown] = &shown[..] else {
+        panic!("{shown:?}")
+    };
+    assert_eq!(
+        (
+            shown.method.as_str(),
+            shown.body_bytes,
+            shown.body_start.as_deref()
+        ),
+        ("POST", 8, Some("the body"))
+    );
+    let posts: Vec<Seen> = server
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "POST")
+        .collect();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(
+        posts[0].body, "the body",
+        "what was approved is what was sent"
+    );
+}

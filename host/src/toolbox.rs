@@ -22,7 +22,7 @@ use crate::effects::journal::CallMeta;
 use crate::effects::{ChangeSet, Effects};
 use crate::gate::{ApprovedCall, ToolCatalog, check_call};
 use crate::lockfile::{LOCK_FILE, LockError, ToolLock};
-use crate::network::{NetworkSetup, Resolver, SystemResolver};
+use crate::network::{self, Asks, NetworkSetup, Resolver, SystemResolver};
 use crate::outcome::{CallError, CallOutcome};
 use crate::policy::Policy;
 use crate::root::Root;
@@ -614,6 +614,7 @@ impl Toolbox {
                 paths: paths.clone(),
                 changes: None,
                 diff: "",
+                network: None,
             };
             if let Err(denied) = context.ask(&request).await {
                 return CallOutcome::refused(name, denied);
@@ -634,11 +635,13 @@ impl Toolbox {
             Ok(prepared) => prepared,
             Err(e) => return CallOutcome::refused(name, CallError::Run(setup_error(e))),
         };
+        let (asker, asks) = network::channel();
         let network = NetworkSetup {
             grant: context.policy.network(name),
             resolver: self.resolver.clone(),
             limits: self.sandbox.limits().network,
             secrets: context.policy.secrets(),
+            asker: Some(asker),
         };
         let env: Vec<(String, String)> = context
             .policy
@@ -646,16 +649,14 @@ impl Toolbox {
             .iter()
             .filter_map(|var| Some((var.clone(), std::env::var(var).ok()?)))
             .collect();
-        let mut report = self
-            .sandbox
-            .run(
-                prepared,
-                view,
-                approved.input(),
-                (Some(network), &env),
-                context.cancel,
-            )
-            .await;
+        let run = self.sandbox.run(
+            prepared,
+            view,
+            approved.input(),
+            (Some(network), &env),
+            context.cancel,
+        );
+        let mut report = context.serve_network_asks(run, asks, name, raw_input).await;
         let view = report.view.take();
         let mut outcome = outcome(tool, report);
         let (Ok(output), Some(view)) = (&outcome.result, view) else {
@@ -732,6 +733,7 @@ impl Toolbox {
                 paths: paths.to_vec(),
                 changes: Some(&changes),
                 diff: &diff,
+                network: None,
             };
             context.ask(&request).await?;
         }
@@ -779,6 +781,46 @@ impl<'a> CallContext<'a> {
             cancel: None,
             call_id: None,
             turn: None,
+        }
+    }
+
+    /// Runs `run` while answering the network requests its hooks hold for approval (`asks`), one at a
+    /// time, by asking the approver (nobody to ask: no). The call goes on running (and may hit its wall
+    /// time) while a question waits; the hook sends nothing until the answer is yes.
+    async fn serve_network_asks(
+        &self,
+        run: impl Future<Output = RunReport>,
+        mut asks: Asks,
+        tool: &str,
+        raw_input: &str,
+    ) -> RunReport {
+        let mut run = std::pin::pin!(run);
+        loop {
+            let (shown, reply) = tokio::select! {
+                report = &mut run => return report,
+                Some(ask) = asks.recv() => ask,
+            };
+            let request = ApprovalRequest {
+                id: self.call_id.as_deref(),
+                tool,
+                input: raw_input,
+                paths: Vec::new(),
+                changes: None,
+                diff: "",
+                network: Some(&shown),
+            };
+            let answer = async {
+                match self.approver {
+                    Some(approver) => approver.approve(&request).await,
+                    None => false,
+                }
+            };
+            tokio::select! {
+                report = &mut run => return report,
+                yes = answer => {
+                    let _ = reply.send(yes);
+                }
+            }
         }
     }
 

@@ -16,6 +16,7 @@ use http::Request;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody};
 
 use super::addresses::{Resolver, not_public};
+use super::approval::{Asker, NetworkRequest};
 use super::grant::{Decision, NetworkGrant};
 use super::limits::{NetworkLimitError, NetworkLimits};
 use super::record::{RequestRecord, shown_url};
@@ -31,6 +32,8 @@ pub(crate) struct NetworkSetup {
     pub(crate) limits: NetworkLimits,
     /// The policy's secrets, each added to requests for its origins only.
     pub(crate) secrets: Arc<Vec<SecretBinding>>,
+    /// Where requests marked `ask` go for an answer (`None`: nobody to ask, they are denied).
+    pub(crate) asker: Option<Asker>,
 }
 
 /// Stops the call's guest (set by the sandbox: the stop flag and an epoch tick).
@@ -66,6 +69,7 @@ impl NetworkSetup {
             resolver: Arc::new(super::addresses::SystemResolver),
             limits,
             secrets: Arc::default(),
+            asker: None,
         }
     }
 }
@@ -155,18 +159,17 @@ impl CallNetwork {
         let mut request = request;
         let target = Target::of(request.uri())
             .map_err(|reason| Refusal::new(HttpError::HttpRequestUriInvalid, reason))?;
-        let names_host = match self.setup.grant.decide(request.method(), &target) {
+        let (names_host, ask) = match self.setup.grant.decide(request.method(), &target) {
             Decision::Deny(reason) => {
                 return Err(Refusal::new(HttpError::HttpRequestDenied, reason));
             }
-            Decision::Allow { ask: true, .. } => {
-                return Err(Refusal::new(
-                    HttpError::HttpRequestDenied,
-                    "the request needs approval and there is nobody to ask".into(),
-                ));
-            }
-            Decision::Allow { names_host, .. } => names_host,
+            Decision::Allow {
+                names_host, ask, ..
+            } => (names_host, ask),
         };
+        if ask {
+            request = self.approved(index, request).await?;
+        }
         for secret in self.setup.secrets.iter().filter(|s| s.applies_to(&target)) {
             let (name, value) = secret
                 .header()
@@ -256,6 +259,67 @@ impl CallNetwork {
         let response =
             response.map(|body| transport::boxed(MeteredBody::received(body, meter, between.0)));
         Ok((response, driver))
+    }
+
+    /// Reads the body of a request marked `ask` (bounded by what the call may still send), asks the
+    /// approver, and answers the request with exactly that body, or the refusal.
+    async fn approved(
+        &self,
+        index: usize,
+        request: Request<WasiBody>,
+    ) -> Result<Request<WasiBody>, Refusal> {
+        use http_body_util::BodyExt;
+        let limit = self.setup.limits.max_bytes_sent;
+        let remaining = limit.saturating_sub(self.state().sent);
+        let (parts, body) = request.into_parts();
+        let bounded =
+            http_body_util::Limited::new(body, usize::try_from(remaining).unwrap_or(usize::MAX));
+        let body = match bounded.collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                let error = NetworkLimitError::BytesSent { limit };
+                let refusal = Refusal::new(
+                    HttpError::HttpRequestBodySize(Some(limit)),
+                    error.to_string(),
+                );
+                self.exceed(error);
+                return Err(refusal);
+            }
+            Err(e) => {
+                return Err(Refusal::new(
+                    HttpError::HttpRequestDenied,
+                    format!("the request body could not be read: {e}"),
+                ));
+            }
+        };
+        let shown = NetworkRequest::new(&parts.method, &parts.uri, &body);
+        let answer = match &self.setup.asker {
+            Some(asker) => {
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                match asker.send((shown, reply)) {
+                    Ok(()) => answer.await.ok(),
+                    Err(_) => None,
+                }
+            }
+            None => None,
+        };
+        self.update(index, |record| record.approved = Some(answer == Some(true)));
+        match answer {
+            Some(true) => {
+                let body = http_body_util::Full::new(body)
+                    .map_err(|never| match never {})
+                    .boxed_unsync();
+                Ok(Request::from_parts(parts, body))
+            }
+            Some(false) => Err(Refusal::new(
+                HttpError::HttpRequestDenied,
+                "the approver did not allow the request: nothing was sent".into(),
+            )),
+            None => Err(Refusal::new(
+                HttpError::HttpRequestDenied,
+                "the request needs approval and there is nobody to ask: nothing was sent".into(),
+            )),
+        }
     }
 
     /// The request as it goes on the wire: only the path and query in the request line, the body

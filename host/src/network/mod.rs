@@ -4,12 +4,13 @@
 //! refuses a component at load), and only where its grant in the policy allows: `rules.rs` (a rule:
 //! methods, origin, path glob), `grant.rs` (a tool's rules from the policy, and the decision on one
 //! request), `addresses.rs` (the host's own name resolution and the addresses it refuses),
-//! `transport.rs` (TCP to the checked address, TLS, hyper's HTTP/1.1 client, metered bodies),
+//! `approval.rs` (requests held for the approver), `transport.rs` (TCP to the checked address, TLS, hyper's HTTP/1.1 client, metered bodies),
 //! `secrets.rs` (secrets bound to origins, added by the host, never seen by the tool),
 //! `call.rs` (one call's requests: checked, sent, limited, recorded), `hooks.rs` (the
 //! `WasiHttpHooks` that hand every request to the call), `limits.rs` and `record.rs`.
 
 mod addresses;
+mod approval;
 mod call;
 mod grant;
 mod hooks;
@@ -20,6 +21,8 @@ mod secrets;
 mod transport;
 
 pub use addresses::{ResolveFuture, Resolver, StaticResolver, SystemResolver};
+pub(crate) use approval::channel;
+pub use approval::{Asks, NetworkRequest};
 pub(crate) use call::{CallNetwork, NetworkSetup};
 pub(crate) use grant::NetworkFile;
 pub use grant::{GrantError, NetworkGrant};
