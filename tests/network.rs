@@ -754,3 +754,43 @@ fn a_post_under_ask_is_sent_once_on_yes_and_never_on_no_or_without_an_approver()
         "what was approved is what was sent"
     );
 }
+
+#[test]
+fn turngate_call_runs_fetch_under_the_policy_file_and_prints_the_requests() {
+    let server = TestServer::start();
+    let ws = Workspace::new();
+    let dir = tempfile::tempdir().unwrap();
+    let policy_file = dir.path().join("policy.toml");
+    // An IP literal: the CLI's system resolver is never asked.
+    let origin = format!("http://127.0.0.1:{}", server.port);
+    std::fs::write(
+        &policy_file,
+        format!("[tools.fetch.network]\nget = [\"{origin}/hello\"]\n"),
+    )
+    .unwrap();
+    let turngate = |url: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
+            .args(["call", "--root"])
+            .arg(ws.root_path())
+            .arg("--policy")
+            .arg(&policy_file)
+            .arg("--cache-dir")
+            .arg(common::test_cache_dir())
+            .args(["fetch", &json!({"url": url}).to_string()])
+            .output()
+            .unwrap();
+        let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), printed)
+    };
+    let (code, printed) = turngate(&format!("{origin}/hello"));
+    assert_eq!(code, Some(0), "{printed}");
+    assert_eq!(printed["requests"][0]["status"], 200, "{printed}");
+    assert_eq!(
+        printed["requests"][0]["address"],
+        format!("127.0.0.1:{}", server.port)
+    );
+    let (code, printed) = turngate(&format!("{origin}/other"));
+    assert_eq!(code, Some(2), "{printed}");
+    assert_eq!(printed["error"]["stage"], "gate", "{printed}");
+    assert_eq!(server.paths(), ["/hello"]);
+}
