@@ -94,20 +94,45 @@ impl Target {
         let host = uri.host().ok_or("the URL has no host")?;
         let host = normalize_host(host).ok_or("the URL's host is malformed")?;
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let path = uri.path();
-        let path = if path.is_empty() { "/" } else { path };
-        if !path_is_plain(path) {
+        let raw = uri.path();
+        let path = decode_unreserved(if raw.is_empty() { "/" } else { raw });
+        if !path_is_plain(&path) {
             return Err(format!(
-                "the path `{path}` has dot segments, encoded slashes or backslashes"
+                "the path `{raw}` has dot segments, encoded slashes or backslashes"
             ));
         }
         Ok(Target {
             https,
             host,
             port,
-            path: path.to_owned(),
+            path,
         })
     }
+}
+
+/// The path as a server reads it: escaped unreserved characters (letters, digits, `-._~`) decoded,
+/// since RFC 3986 makes `%61` and `a` the same path, so no escape slips past a deny rule; every other
+/// escape stays as written.
+fn decode_unreserved(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(at) = rest.find('%') {
+        out.push_str(&rest[..at]);
+        let escape = rest.get(at + 1..at + 3);
+        let byte = escape.and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match byte {
+            Some(b) if b.is_ascii_alphanumeric() || b"-._~".contains(&b) => {
+                out.push(char::from(b));
+                rest = &rest[at + 3..];
+            }
+            _ => {
+                out.push('%');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Whether a path means the same to every server: no `.` or `..` segment (also percent-encoded), no
@@ -344,6 +369,15 @@ mod tests {
             Err(RuleError::Glob(_))
         ));
         assert!(Rule::parse("http://[::1]:8080/x", false).is_ok());
+    }
+
+    #[test]
+    fn escaped_unreserved_characters_cannot_slip_past_a_deny_rule() {
+        let deny = Rule::parse("https://api.test/repos/acme/secret/**", false).unwrap();
+        let escaped = target("https://api.test/repos/acme/%73%65cret/x");
+        assert_eq!(escaped.path, "/repos/acme/secret/x");
+        assert!(deny.matches(&Method::GET, &escaped));
+        assert_eq!(target("https://api.test/a%20b%25").path, "/a%20b%25");
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! only: an `http://` origin is accepted only for a loopback IP address (`127.0.0.0/8`, `[::1]`), which
 //! never leaves the machine. The value is held in [`Secret`], whose `Debug` and `Display` are masked,
 //! is marked sensitive in the request, and is never in the tool's environment, a record or a message.
+//! What the server answers is the tool's to read: a server that echoes request headers back (a
+//! debugging endpoint) shows the secret to the tool, so bind a secret only to the origins that need it.
 
 use std::path::PathBuf;
 
