@@ -843,3 +843,76 @@ fn a_2026_client_approves_through_an_input_required_round_trip_and_only_what_it_
     assert_eq!(notes(), "edited meanwhile\n");
     assert!(server.finish().success());
 }
+
+/// Answers one HTTP request on 127.0.0.1 with `hello` and hands back its request line.
+fn one_shot_http_server() -> (u16, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (sent, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut request_line = String::new();
+        reader.read_line(&mut request_line).unwrap();
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+            line.clear();
+        }
+        let _ = sent.send(request_line.trim().to_owned());
+        let mut stream = stream;
+        let _ = stream.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+        );
+    });
+    (port, seen)
+}
+
+#[test]
+fn a_network_tool_call_goes_through_the_same_gate_and_its_requests_are_in_the_result_and_the_log() {
+    let root = workspace();
+    let (port, seen) = one_shot_http_server();
+    let policy = tempfile::NamedTempFile::new().unwrap();
+    // An IP literal, named exactly by its rule: no name to resolve, loopback allowed.
+    std::fs::write(
+        policy.path(),
+        format!("[tools.fetch.network]\nget = [\"http://127.0.0.1:{port}/allowed\"]\n"),
+    )
+    .unwrap();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut server = Server::initialized(
+        root.path(),
+        &[
+            "--policy",
+            policy.path().to_str().unwrap(),
+            "--log",
+            log.path().to_str().unwrap(),
+        ],
+        json!({}),
+    );
+    let refused = server.call(
+        "fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/other")}),
+    );
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(refused["structuredContent"]["error"]["stage"], "gate");
+    let fetched = server.call(
+        "fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/allowed")}),
+    );
+    assert_eq!(fetched["isError"], false, "{fetched}");
+    let requests = &fetched["structuredContent"]["requests"];
+    assert_eq!(requests[0]["status"], 200, "{fetched}");
+    assert_eq!(requests[0]["address"], format!("127.0.0.1:{port}"));
+    assert!(server.finish().success());
+    assert_eq!(
+        seen.recv_timeout(Duration::from_secs(5)).unwrap(),
+        "GET /allowed HTTP/1.1"
+    );
+    let records: Vec<Value> = std::fs::read_to_string(log.path())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records[1]["requests"][0]["status"], 200, "{records:?}");
+}
