@@ -794,3 +794,50 @@ fn turngate_call_runs_fetch_under_the_policy_file_and_prints_the_requests() {
     assert_eq!(printed["error"]["stage"], "gate", "{printed}");
     assert_eq!(server.paths(), ["/hello"]);
 }
+
+/// Says yes after a while, as a person would.
+struct Slow(Duration);
+
+impl turngate::Approver for Slow {
+    fn approve<'a>(&'a self, _: &'a turngate::ApprovalRequest<'a>) -> turngate::ApprovalFuture<'a> {
+        Box::pin(async move {
+            tokio::time::sleep(self.0).await;
+            true
+        })
+    }
+}
+
+#[test]
+fn waiting_for_the_approver_does_not_count_against_the_wall_time() {
+    let server = TestServer::start();
+    let origin = server.origin("allowed.test");
+    let toolbox = build(
+        Toolbox::builder()
+            .cache(test_cache())
+            .limits(Limits {
+                wall_time: Duration::from_millis(1000),
+                ..Limits::default()
+            })
+            .resolver(Arc::new(resolver()))
+            .component_file(env!("TURNGATE_TEST_GUEST_NET_PROBE"))
+            .unwrap(),
+    );
+    let policy = policy(&format!(
+        "[tools.net_probe.network]\nwrite = [\"POST {origin}/items\"]\napproval = \"ask\""
+    ));
+    let input =
+        json!({"requests": [{"url": format!("{origin}/items"), "method": "POST", "body": "b"}]})
+            .to_string();
+    let ws = Workspace::new();
+    let effects = turngate::Effects::default();
+    let slow = Slow(Duration::from_millis(1500));
+    let mut context = turngate::CallContext::new(&ws.root, &policy, &effects);
+    context.approver = Some(&slow);
+    let outcome = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(toolbox.call_in(&mut context, "net_probe", &input));
+    assert_eq!(output(&outcome)["results"][0]["status"], 200, "{outcome:?}");
+    assert_eq!(server.paths(), ["/items"]);
+}

@@ -785,8 +785,9 @@ impl<'a> CallContext<'a> {
     }
 
     /// Runs `run` while answering the network requests its hooks hold for approval (`asks`), one at a
-    /// time, by asking the approver (nobody to ask: no). The call goes on running (and may hit its wall
-    /// time) while a question waits; the hook sends nothing until the answer is yes.
+    /// time, by asking the approver (nobody to ask: no). The time a question waits does not count
+    /// against the call's wall time; cancelling the call stops the wait; the hook sends nothing until
+    /// the answer is yes.
     async fn serve_network_asks(
         &self,
         run: impl Future<Output = RunReport>,

@@ -9,6 +9,7 @@
 //! stops the call ([`NetworkLimitError`]); a refusal is an error the tool sees and can report.
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -44,6 +45,27 @@ pub(crate) struct CallNetwork {
     setup: NetworkSetup,
     stop: StopGuest,
     state: Mutex<State>,
+    /// How long the call's requests waited for the approver: not counted against its wall time.
+    paused: Arc<ApprovalWait>,
+}
+
+/// The time a call's requests spend waiting for the approver.
+#[derive(Debug, Default)]
+pub(crate) struct ApprovalWait {
+    waiting: AtomicU32,
+    waited_nanos: AtomicU64,
+}
+
+impl ApprovalWait {
+    /// Whether a request is waiting for an answer now.
+    pub(crate) fn is_waiting(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) > 0
+    }
+
+    /// The time spent waiting for answers that came.
+    pub(crate) fn waited(&self) -> Duration {
+        Duration::from_nanos(self.waited_nanos.load(Ordering::SeqCst))
+    }
 }
 
 #[derive(Default)]
@@ -80,11 +102,17 @@ impl CallNetwork {
             setup,
             stop,
             state: Mutex::default(),
+            paused: Arc::default(),
         })
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How long the call's requests waited for the approver, shared.
+    pub(crate) fn paused(&self) -> Arc<ApprovalWait> {
+        self.paused.clone()
     }
 
     /// The requests made and the limit the call exceeded, if any.
@@ -296,10 +324,16 @@ impl CallNetwork {
         let answer = match &self.setup.asker {
             Some(asker) => {
                 let (reply, answer) = tokio::sync::oneshot::channel();
-                match asker.send((shown, reply)) {
+                let asked = Instant::now();
+                self.paused.waiting.fetch_add(1, Ordering::SeqCst);
+                let answer = match asker.send((shown, reply)) {
                     Ok(()) => answer.await.ok(),
                     Err(_) => None,
-                }
+                };
+                let waited = u64::try_from(asked.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                self.paused.waited_nanos.fetch_add(waited, Ordering::SeqCst);
+                self.paused.waiting.fetch_sub(1, Ordering::SeqCst);
+                answer
             }
             None => None,
         };

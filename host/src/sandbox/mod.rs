@@ -53,6 +53,9 @@ pub use self::limits::Limits;
 /// resolution of the wall-time limit of `describe`.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
 
+/// How often the wall-time clock looks again while a network request waits for the approver.
+const APPROVAL_RECHECK: Duration = Duration::from_millis(50);
+
 /// Most bytes of a trapped guest's stderr quoted in its error (enough for a panic message).
 const TRAP_STDERR_TAIL: usize = 4096;
 
@@ -463,11 +466,26 @@ impl Sandbox {
                 None => std::future::pending().await,
             }
         };
-        let waited = tokio::select! {
-            waited = tokio::time::timeout(limits.wall_time, &mut finished) => waited.map_err(|_| {
-                RunError::Timeout {
-                    limit: limits.wall_time,
+        // The wall-time limit, moved on by the time the call's network requests waited for the approver.
+        let paused = network.paused();
+        let waiting_since = Instant::now();
+        let wall_time = async {
+            loop {
+                if paused.is_waiting() {
+                    tokio::time::sleep(APPROVAL_RECHECK).await;
+                    continue;
                 }
+                let elapsed = waiting_since.elapsed().saturating_sub(paused.waited());
+                match limits.wall_time.checked_sub(elapsed) {
+                    Some(left) if !left.is_zero() => tokio::time::sleep(left).await,
+                    _ => return,
+                }
+            }
+        };
+        let waited = tokio::select! {
+            waited = &mut finished => Ok(waited),
+            () = wall_time => Err(RunError::Timeout {
+                limit: limits.wall_time,
             }),
             () = stopped => Err(RunError::Cancelled),
         };
@@ -565,8 +583,11 @@ impl Sandbox {
         store.limiter(|state| &mut state.limiter);
         // Checked whenever the epoch advances: past the wall-time limit, or once the caller stopped the
         // call, the guest traps with `Interrupt`.
+        // Time spent waiting for the approver of a network request does not count.
         let deadline = Instant::now() + self.limits.wall_time;
+        let paused = network.paused();
         store.epoch_deadline_callback(move |_| {
+            let deadline = deadline + paused.waited();
             if stop.load(Ordering::SeqCst) || Instant::now() >= deadline {
                 Ok(UpdateDeadline::Interrupt)
             } else {
