@@ -26,6 +26,7 @@ const BUNDLED: &[&str] = &[
     "make_dir",
     "delete_file",
     "search_files",
+    "fetch",
 ];
 
 /// Guests built only for the tests (the containment suite's deliberately hostile tools).
@@ -33,6 +34,7 @@ const TEST_ONLY: &[&str] = &[
     "hostile_rw",
     "hostile_ro",
     "hostile_net",
+    "net_probe",
     "noop",
     "bad_schema",
     "spin_describe",

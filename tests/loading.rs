@@ -223,7 +223,7 @@ fn a_corrupt_cache_entry_is_recompiled() {
         std::fs::write(entry.unwrap().path(), b"garbage").unwrap();
     }
     let toolbox = build().expect("a corrupt cache costs time, never the load");
-    assert_eq!(toolbox.tools().count(), 7);
+    assert_eq!(toolbox.tools().count(), 8);
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -251,7 +251,7 @@ fn a_warm_cache_describes_tools_without_their_code_and_prepares_only_what_is_cal
     let cache = tempfile::tempdir().unwrap();
     let builder = || Toolbox::builder().cache(CacheSetting::Dir(cache.path().to_path_buf()));
     runtime().block_on(builder().build()).unwrap();
-    assert_eq!(files_ending(cache.path(), ".describe.json"), 7);
+    assert_eq!(files_ending(cache.path(), ".describe.json"), 8);
     // Without any precompiled code, a load with the descriptors cached compiles nothing...
     for entry in std::fs::read_dir(cache.path()).unwrap() {
         let path = entry.unwrap().path();
@@ -261,7 +261,7 @@ fn a_warm_cache_describes_tools_without_their_code_and_prepares_only_what_is_cal
     }
     let runtime = runtime();
     let toolbox = runtime.block_on(builder().build()).unwrap();
-    assert_eq!(toolbox.tools().count(), 7);
+    assert_eq!(toolbox.tools().count(), 8);
     assert_eq!(
         files_ending(cache.path(), ".cwasm"),
         0,

@@ -219,11 +219,17 @@ fn tools_are_listed_with_their_schema_and_hints_from_the_declared_access() {
         assert_eq!(tool(name)["annotations"]["readOnlyHint"], false, "{name}");
         assert_eq!(tool(name)["annotations"]["destructiveHint"], true, "{name}");
     }
+    // Only a tool that imports wasi:http may reach the network.
+    for t in tools {
+        let network = t["name"] == "fetch";
+        assert_eq!(t["annotations"]["openWorldHint"], network, "{t}");
+    }
+    assert_eq!(tool("fetch")["annotations"]["readOnlyHint"], false);
     let schema = &tool("write_file")["inputSchema"];
     assert_eq!(schema["type"], "object");
     assert!(schema["properties"]["path"].is_object(), "{schema}");
     // Nothing that loads components or changes the policy.
-    assert_eq!(tools.len(), 7, "{listed}");
+    assert_eq!(tools.len(), 8, "{listed}");
     assert!(server.finish().success());
 }
 
@@ -1116,4 +1122,77 @@ fn http_answers_messages_it_cannot_take_as_stdio_does() {
     let (status, _, messages) = post(&server.url, initialize_body(), &[]);
     assert_eq!(status, 200, "{messages:?}");
     assert!(!root.path().join("deep.txt").exists());
+}
+
+/// Answers one HTTP request on 127.0.0.1 with `hello` and hands back its request line.
+fn one_shot_http_server() -> (u16, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (sent, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut request_line = String::new();
+        reader.read_line(&mut request_line).unwrap();
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+            line.clear();
+        }
+        let _ = sent.send(request_line.trim().to_owned());
+        let mut stream = stream;
+        let _ = stream.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+        );
+    });
+    (port, seen)
+}
+
+#[test]
+fn a_network_tool_call_goes_through_the_same_gate_and_its_requests_are_in_the_result_and_the_log() {
+    let root = workspace();
+    let (port, seen) = one_shot_http_server();
+    let policy = tempfile::NamedTempFile::new().unwrap();
+    // An IP literal, named exactly by its rule: no name to resolve, loopback allowed.
+    std::fs::write(
+        policy.path(),
+        format!("[tools.fetch.network]\nget = [\"http://127.0.0.1:{port}/allowed\"]\n"),
+    )
+    .unwrap();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut server = Server::initialized(
+        root.path(),
+        &[
+            "--policy",
+            policy.path().to_str().unwrap(),
+            "--log",
+            log.path().to_str().unwrap(),
+        ],
+        json!({}),
+    );
+    let refused = server.call(
+        "fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/other")}),
+    );
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(refused["structuredContent"]["error"]["stage"], "gate");
+    let fetched = server.call(
+        "fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/allowed")}),
+    );
+    assert_eq!(fetched["isError"], false, "{fetched}");
+    let requests = &fetched["structuredContent"]["requests"];
+    assert_eq!(requests[0]["status"], 200, "{fetched}");
+    assert_eq!(requests[0]["address"], format!("127.0.0.1:{port}"));
+    assert!(server.finish().success());
+    assert_eq!(
+        seen.recv_timeout(Duration::from_secs(5)).unwrap(),
+        "GET /allowed HTTP/1.1"
+    );
+    let records: Vec<Value> = std::fs::read_to_string(log.path())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records[1]["requests"][0]["status"], 200, "{records:?}");
 }

@@ -27,7 +27,8 @@ const WRITE_CONTENT: &str = "written over MCP\n";
 const APPROVED_CONTENT: &str = "approved over MCP\n";
 const DECLINED_CONTENT: &str = "declined over MCP\n";
 
-const BUNDLED_TOOLS: [&str; 7] = [
+const BUNDLED_TOOLS: [&str; 8] = [
+    "fetch",
     "read_file",
     "write_file",
     "edit_file",

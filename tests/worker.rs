@@ -674,3 +674,60 @@ fn call_ids_that_cannot_be_headers_are_answered_under_their_hash() {
     }
     assert!(worker.alive());
 }
+
+#[test]
+fn a_worker_runs_network_tools_under_its_policy() {
+    let Some(mut setup) = Setup::new("a_worker_runs_network_tools_under_its_policy") else {
+        return;
+    };
+    // A server on 127.0.0.1 that answers one request and reports its request line.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (sent, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::{BufRead, BufReader, Write};
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut request_line = String::new();
+        reader.read_line(&mut request_line).unwrap();
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+            line.clear();
+        }
+        let _ = sent.send(request_line.trim().to_owned());
+        let _ = stream.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+        );
+    });
+    let policy = setup.dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!("[tools.fetch.network]\nget = [\"http://127.0.0.1:{port}/allowed\"]\n"),
+    )
+    .unwrap();
+    setup.spec.policy = Some(policy);
+    let _worker = setup.spec.spawn(&[]);
+    let calls = [
+        (
+            "n1".to_owned(),
+            "fetch",
+            json!({"url": format!("http://127.0.0.1:{port}/allowed")}),
+        ),
+        (
+            "n2".to_owned(),
+            "fetch",
+            json!({"url": format!("http://127.0.0.1:{port}/other")}),
+        ),
+    ];
+    setup.submit("net-1", &anthropic_turn(&calls, false));
+    let results = setup.answered("net-1", Duration::from_secs(60));
+    let report = &results.iter().find(|r| r.kind == "report").unwrap().payload;
+    let calls = report["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["status"], "ok", "{report}");
+    assert_eq!(calls[0]["requests"][0]["status"], 200, "{report}");
+    assert_eq!(calls[1]["status"], "error", "{report}");
+    assert_eq!(
+        seen.recv_timeout(Duration::from_secs(5)).unwrap(),
+        "GET /allowed HTTP/1.1"
+    );
+}

@@ -3,7 +3,7 @@
 //! A call record carries the ID, tool, verdict, the gate step or failure kind and the reason, the SHA-256
 //! of the raw input, the time in the sandbox, every path the call was approved for (the name it was
 //! given and where it leads) and every change it applied, with the SHA-256 of the file before and after
-//! (`null` where there was or is no file). A call that did not run has no duration; a call that applied
+//! (`null` where there was or is no file), and every request it made over the network. A call that did not run has no duration; a call that applied
 //! nothing has no changes: "no execution" and "no effect" are both visible in the log.
 
 use std::io::{self, Write};
@@ -11,6 +11,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+
+use crate::network::RequestRecord;
 
 /// One line of the audit log.
 #[derive(Debug, Clone, Serialize)]
@@ -71,6 +73,10 @@ pub struct CallRecord {
     pub paths: Vec<PathRecord>,
     /// Every change the call applied.
     pub changes: Vec<ChangeRecord>,
+    /// Every request the call made over the network: method, URL with query values masked, the
+    /// address connected to, status, bytes each way, time, approval (absent when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RequestRecord>,
 }
 
 /// A path a call was approved for.

@@ -43,6 +43,8 @@ pub struct ToolDescriptor {
     pub input_schema: Value,
     /// Input fields that are paths.
     pub paths: Vec<PathParam>,
+    /// JSON Pointers of the input fields that are URLs the tool requests (`url-fields`).
+    pub urls: Vec<String>,
 }
 
 /// What the gate checks a call against: a tool's descriptor and its compiled input schema.
@@ -87,8 +89,9 @@ impl ToolDescriptor {
         description: String,
         input_schema: &str,
         paths: Vec<PathParam>,
+        urls: Vec<String>,
     ) -> Result<ToolContract, DescriptorError> {
-        let contract = Self::remembered(name, description, input_schema, paths)?;
+        let contract = Self::remembered(name, description, input_schema, paths, urls)?;
         let validator = compile(&contract.descriptor.input_schema)?;
         let _ = contract.validator.set(validator);
         Ok(contract)
@@ -101,6 +104,7 @@ impl ToolDescriptor {
         description: String,
         input_schema: &str,
         paths: Vec<PathParam>,
+        urls: Vec<String>,
     ) -> Result<ToolContract, DescriptorError> {
         let name_ok = (1..=64).contains(&name.len())
             && name
@@ -119,11 +123,15 @@ impl ToolDescriptor {
                 return Err(DescriptorError::PathPointer(param.pointer.clone()));
             }
         }
+        if let Some(bad) = urls.iter().find(|p| !p.starts_with('/') || p.len() < 2) {
+            return Err(DescriptorError::UrlPointer(bad.clone()));
+        }
         let descriptor = ToolDescriptor {
             name,
             description,
             input_schema: schema,
             paths,
+            urls,
         };
         Ok(ToolContract {
             descriptor,
@@ -160,6 +168,9 @@ pub enum DescriptorError {
     /// A path parameter's pointer is not a JSON Pointer to a field.
     #[error("path parameter `{0}` is not a JSON Pointer to a field (such as /path)")]
     PathPointer(String),
+    /// A URL field's pointer is not a JSON Pointer to a field.
+    #[error("URL field `{0}` is not a JSON Pointer to a field (such as /url)")]
+    UrlPointer(String),
 }
 
 #[cfg(test)]
@@ -167,7 +178,8 @@ mod tests {
     use super::*;
 
     fn check(schema: &str) -> Result<(), DescriptorError> {
-        ToolDescriptor::from_guest("t".into(), "d".into(), schema, Vec::new()).map(|_| ())
+        ToolDescriptor::from_guest("t".into(), "d".into(), schema, Vec::new(), Vec::new())
+            .map(|_| ())
     }
 
     #[test]
@@ -200,6 +212,7 @@ mod tests {
             "no spaces".into(),
             String::new(),
             r#"{"type":"object"}"#,
+            vec![],
             vec![],
         );
         assert!(matches!(bad_name, Err(DescriptorError::Name(_))));

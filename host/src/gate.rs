@@ -5,7 +5,9 @@
 //! the tool be called, and every declared path argument resolves beneath the root (symlinks really
 //! resolved; special files, turngate's state directory and hard-linked files refused) and is allowed by
 //! the policy for the access the tool declared: the name as given, each symlink on the way, and the
-//! location it really leads to. Only this module can construct an [`ApprovedCall`]; its paths are what
+//! location it really leads to; every declared URL field is allowed by the tool's network grant (so a
+//! call whose URL is not allowed never starts; the requests themselves are checked again when they are
+//! made, `network/call.rs`). Only this module can construct an [`ApprovedCall`]; its paths are what
 //! the call's view will grant, and nothing else.
 
 use serde_json::Value;
@@ -120,10 +122,26 @@ pub enum GateError {
     /// The policy denies the call.
     #[error("{0}")]
     Policy(String),
+    /// A declared URL field is present but not a string.
+    #[error("URL field {pointer} must be a string")]
+    UrlNotString {
+        /// The field.
+        pointer: String,
+    },
+    /// A declared URL is not one the tool's network grant allows.
+    #[error("URL field {pointer} (`{url}`): {reason}")]
+    Url {
+        /// The field.
+        pointer: String,
+        /// The URL as given.
+        url: String,
+        /// Why it is not allowed.
+        reason: String,
+    },
 }
 
 impl GateError {
-    /// The gate step that refused the call: `parse`, `tool`, `schema`, `path` or `policy`.
+    /// The gate step that refused the call: `parse`, `tool`, `schema`, `path`, `policy` or `url`.
     pub fn step(&self) -> &'static str {
         match self {
             GateError::Parse(_) | GateError::NotObject => "parse",
@@ -131,6 +149,7 @@ impl GateError {
             GateError::Schema { .. } | GateError::SchemaUnusable { .. } => "schema",
             GateError::PathNotString { .. } | GateError::Scope { .. } => "path",
             GateError::Policy(_) => "policy",
+            GateError::UrlNotString { .. } | GateError::Url { .. } => "url",
         }
     }
 }
@@ -219,6 +238,25 @@ pub fn check_call<'t>(
             access: param.access,
             entry: scoped.entry,
         });
+    }
+    let urls = &tool.descriptor().urls;
+    if !urls.is_empty() {
+        let grant = policy.network(name);
+        for pointer in urls {
+            let Some(value) = input.pointer(pointer) else {
+                continue;
+            };
+            let Value::String(url) = value else {
+                return Err(GateError::UrlNotString {
+                    pointer: pointer.clone(),
+                });
+            };
+            grant.allows_url(url).map_err(|reason| GateError::Url {
+                pointer: pointer.clone(),
+                url: url.clone(),
+                reason,
+            })?;
+        }
     }
     let input = serde_json::to_string(&input).expect("a parsed JSON value serializes");
     Ok(ApprovedCall { tool, input, paths })

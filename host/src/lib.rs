@@ -21,7 +21,7 @@
 //! * [`Toolbox`], built with [`ToolboxBuilder`]: the bundled tools plus any loaded components, each
 //!   described, schema-checked and compiled once (precompiled code is cached on disk).
 //! * [`Root`]: the directory calls are confined to, held as a capability handle.
-//! * [`Policy`]: which tool may act on which paths.
+//! * [`Policy`]: which tool may act on which paths, and request which URLs ([`network`]).
 //! * [`gate::check_call`]: strict parse, known tool, JSON Schema, path scope, policy; gives an
 //!   [`ApprovedCall`], the only thing the sandbox runs.
 //! * [`CallOutcome`]: the tool's output, or the gate step, tool error or sandbox limit that stopped it.
@@ -55,6 +55,7 @@ pub mod live;
 pub mod lockfile;
 pub(crate) mod lower;
 pub mod mcp;
+pub mod network;
 pub mod outcome;
 pub mod pipeline;
 pub mod policy;

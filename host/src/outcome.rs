@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 pub use crate::effects::EffectError;
 use crate::effects::journal::JournalChange;
 use crate::gate::GateError;
+use crate::network::RequestRecord;
 pub use crate::sandbox::{RunError, ToolError};
 
 /// Why a call produced no output.
@@ -76,6 +77,8 @@ pub struct CallOutcome {
     pub changes: Vec<JournalChange>,
     /// The call's place in the root's journal, when it changed something.
     pub journal_seq: Option<u64>,
+    /// Every request the call made over the network, in order (denied ones included).
+    pub requests: Vec<RequestRecord>,
 }
 
 impl CallOutcome {
@@ -89,6 +92,7 @@ impl CallOutcome {
             duration: Duration::ZERO,
             changes: Vec::new(),
             journal_seq: None,
+            requests: Vec::new(),
         }
     }
 
@@ -102,7 +106,9 @@ impl CallOutcome {
 
     /// The outcome as JSON, the shape `turngate call` prints:
     /// `{"tool", "status": "ok"|"error", "output"?, "error"?: {"stage": "gate"|"approval"|"tool"|"sandbox"|"apply",
-    /// "kind", "message"}, "changes": [{"path", "kind", "before"?, "after"?}], "stdout", "stderr", "duration_ms"}`.
+    /// "kind", "message"}, "changes": [{"path", "kind", "before"?, "after"?}], "requests"?: [{"method", "url",
+    /// "address", "status", "bytes_sent", "bytes_received", "duration_ms", "approved", "error"}], "stdout",
+    /// "stderr", "duration_ms"}`.
     pub fn to_json(&self) -> Value {
         let mut out = json!({
             "tool": self.tool,
@@ -130,6 +136,9 @@ impl CallOutcome {
                 .map(|c| json!({"path": c.path, "kind": c.kind, "before": c.before, "after": c.after}))
                 .collect::<Vec<_>>()
         );
+        if !self.requests.is_empty() {
+            out["requests"] = json!(self.requests);
+        }
         out
     }
 }

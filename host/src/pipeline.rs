@@ -34,6 +34,7 @@ use crate::effects::Effects;
 use crate::effects::journal::{JournalChange, JournalEntry};
 use crate::gate::{ApprovedCall, check_call};
 use crate::history::{ToolResult, render};
+use crate::network::RequestRecord;
 use crate::outcome::{CallError, CallOutcome};
 use crate::policy::Policy;
 use crate::root::Root;
@@ -117,6 +118,9 @@ pub struct CallReport {
     /// What the call changed, as applied (`path` and `kind` of each change).
     #[serde(serialize_with = "change_summaries")]
     pub changes: Vec<crate::effects::journal::JournalChange>,
+    /// Every request the call made over the network (absent when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RequestRecord>,
 }
 
 fn change_summaries<S: serde::Serializer>(
@@ -263,6 +267,7 @@ async fn gate_turn<E>(
                 step: None,
                 output: None,
                 changes: Vec::new(),
+                requests: Vec::new(),
             };
             if options.audit {
                 call_records.push(call_record(call, &report, None, Vec::new()));
@@ -282,6 +287,7 @@ async fn gate_turn<E>(
                     step: Some("cancelled"),
                     output: None,
                     changes: Vec::new(),
+                    requests: Vec::new(),
                 };
                 (report, None, Vec::new())
             } else if call.kind != CallKind::Function {
@@ -357,6 +363,7 @@ pub(crate) fn replayed(call: &RawCall, entry: JournalEntry) -> CallReport {
         step: None,
         output: Some(entry.output.unwrap_or_default()),
         changes: entry.changes,
+        requests: Vec::new(),
     }
 }
 
@@ -381,6 +388,7 @@ async fn run_call(
         step: Some(step),
         output: None,
         changes: Vec::new(),
+        requests: Vec::new(),
     };
     // Gemini matches results by order; every other protocol needs the ID to answer the call.
     if call.id.is_none() && provider != Provider::Gemini {
@@ -395,7 +403,7 @@ async fn run_call(
     }
     let (outcome, paths) = gate_and_run(toolbox, context, &call.name, &call.raw_input).await;
     let duration = outcome.ran().then_some(outcome.duration);
-    let report = match outcome.result {
+    let mut report = match outcome.result {
         Ok(output) => CallReport {
             kind: call.kind,
             id: call.id.clone(),
@@ -405,9 +413,11 @@ async fn run_call(
             step: None,
             output: Some(output),
             changes: outcome.changes,
+            requests: Vec::new(),
         },
         Err(e) => error(e.kind(), e.to_string()),
     };
+    report.requests = outcome.requests;
     (report, duration, paths)
 }
 
@@ -462,6 +472,7 @@ fn not_run_here(call: &RawCall) -> CallReport {
         step: Some("kind"),
         output: None,
         changes: Vec::new(),
+        requests: Vec::new(),
     }
 }
 
@@ -483,7 +494,7 @@ fn call_record(
         verdict,
         duration,
         paths,
-        &report.changes,
+        (&report.changes, &report.requests),
     )
 }
 
@@ -514,7 +525,7 @@ pub(crate) fn outcome_record(
         verdict,
         duration,
         paths,
-        &outcome.changes,
+        (&outcome.changes, &outcome.requests),
     )
 }
 
@@ -531,7 +542,7 @@ fn record(
     verdict: CallVerdict,
     duration: Option<Duration>,
     paths: Vec<PathRecord>,
-    changes: &[JournalChange],
+    (changes, requests): (&[JournalChange], &[RequestRecord]),
 ) -> CallRecord {
     CallRecord {
         time_ms: now_ms(),
@@ -552,5 +563,6 @@ fn record(
                 sha256_after: c.after.as_ref().map(|a| a.sha256.clone()),
             })
             .collect(),
+        requests: requests.to_vec(),
     }
 }

@@ -17,7 +17,17 @@
 //! read = ["docs/**"]                   # read only
 //! deny = ["drafts/private/**"]         # denied for this tool, whatever its allows say
 //! approval = "ask"                     # ask the user before applying each call ("auto" is the default)
+//!
+//! [tools.fetch.network]                # what the tool may request over HTTP (none without this table)
+//! get = ["https://example.org/**"]     # reads: GET, HEAD, OPTIONS
+//! write = ["POST https://api.example.org/items"]   # methods that change things
+//! deny = ["https://example.org/private/**"]
 //! ```
+//!
+//! `env = ["LANG"]` under `[tools.NAME]` passes those environment variables to the tool (none by
+//! default); `[secrets.NAME]` tables name secrets the host adds to requests (`network/secrets.rs`).
+//! The `network` tables (a tool's, and a top-level `[network]` whose `deny` binds every tool and whose
+//! grant is the default of tools without one) are described in `network/grant.rs`; no table, no network.
 //!
 //! Globs are relative to the root and `*` does not cross `/`. A glob `dir/**` covers `dir` itself and
 //! everything beneath it; a denied directory denies everything beneath it. Without a policy file every
@@ -34,6 +44,10 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 
 use crate::descriptor::Access;
+use crate::network::{
+    GrantError, NetworkFile, NetworkGrant, SecretBinding, SecretError, SecretFile,
+};
+use std::sync::Arc;
 
 /// An authorization policy.
 #[derive(Debug, Clone)]
@@ -48,6 +62,9 @@ struct Rules {
     deny: GlobSet,
     tools: BTreeMap<String, ToolRules>,
     allow_hard_links: bool,
+    /// The network grant of tools without a network table of their own.
+    network: NetworkGrant,
+    secrets: Arc<Vec<SecretBinding>>,
 }
 
 #[derive(Debug, Clone)]
@@ -56,6 +73,8 @@ struct ToolRules {
     write: GlobSet,
     deny: GlobSet,
     approval: Approval,
+    network: NetworkGrant,
+    env: Vec<String>,
 }
 
 /// How tools that the policy does not list are treated.
@@ -109,6 +128,9 @@ struct PolicyFile {
     allow_hard_links: bool,
     #[serde(default)]
     tools: BTreeMap<String, ToolFile>,
+    network: Option<NetworkFile>,
+    #[serde(default)]
+    secrets: BTreeMap<String, SecretFile>,
 }
 
 #[derive(Deserialize)]
@@ -124,6 +146,9 @@ struct ToolFile {
     deny: Vec<String>,
     #[serde(default)]
     approval: Approval,
+    network: Option<NetworkFile>,
+    #[serde(default)]
+    env: Vec<String>,
 }
 
 /// Why a policy file was refused.
@@ -143,6 +168,17 @@ pub enum PolicyError {
         /// What globset said.
         error: globset::Error,
     },
+    /// A `[secrets.NAME]` table is unusable.
+    #[error("policy: {0}")]
+    Secret(#[from] SecretError),
+    /// A network rule does not parse.
+    #[error("policy for `{scope}`: {error}")]
+    Network {
+        /// The tool the rule belongs to, or `network` for the top-level table.
+        scope: String,
+        /// What is wrong with the rule.
+        error: GrantError,
+    },
 }
 
 impl Default for Policy {
@@ -161,8 +197,21 @@ impl Policy {
     pub fn from_toml(text: &str) -> Result<Policy, PolicyError> {
         let file: PolicyFile = toml::from_str(text)?;
         let deny = compile("deny", &file.deny)?;
+        let top = file.network.as_ref();
+        let network_error = |scope: &str, error| PolicyError::Network {
+            scope: scope.to_owned(),
+            error,
+        };
+        let network = NetworkGrant::compile(None, top).map_err(|e| network_error("network", e))?;
+        let secrets = file
+            .secrets
+            .iter()
+            .map(|(name, secret)| SecretBinding::compile(name, secret))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut tools = BTreeMap::new();
         for (tool, rules) in file.tools {
+            let tool_network = NetworkGrant::compile(rules.network.as_ref(), top)
+                .map_err(|e| network_error(&tool, e))?;
             let writes: Vec<String> = rules.paths.iter().chain(&rules.write).cloned().collect();
             let reads: Vec<String> = writes.iter().chain(&rules.read).cloned().collect();
             let compiled = ToolRules {
@@ -170,6 +219,8 @@ impl Policy {
                 write: compile(&tool, &writes)?,
                 deny: compile(&tool, &rules.deny)?,
                 approval: rules.approval,
+                network: tool_network,
+                env: rules.env,
             };
             tools.insert(tool, compiled);
         }
@@ -179,6 +230,8 @@ impl Policy {
                 deny,
                 tools,
                 allow_hard_links: file.allow_hard_links,
+                network,
+                secrets: Arc::new(secrets),
             }),
         })
     }
@@ -189,6 +242,35 @@ impl Policy {
             .as_ref()
             .and_then(|r| r.tools.get(tool))
             .is_some_and(|t| t.approval == Approval::Ask)
+    }
+
+    /// What `tool` may request over the network (nothing without a policy file, or without a network
+    /// table for it or a top-level one).
+    pub fn network(&self, tool: &str) -> NetworkGrant {
+        match &self.rules {
+            None => NetworkGrant::default(),
+            Some(rules) => rules
+                .tools
+                .get(tool)
+                .map_or(&rules.network, |t| &t.network)
+                .clone(),
+        }
+    }
+
+    /// The secrets the host adds to requests for their origins (none without a policy file).
+    pub fn secrets(&self) -> Arc<Vec<SecretBinding>> {
+        self.rules
+            .as_ref()
+            .map(|r| r.secrets.clone())
+            .unwrap_or_default()
+    }
+
+    /// The environment variables `tool` may see (`[tools.NAME] env`; none by default).
+    pub fn env(&self, tool: &str) -> &[String] {
+        self.rules
+            .as_ref()
+            .and_then(|r| r.tools.get(tool))
+            .map_or(&[], |t| &t.env)
     }
 
     /// Whether a regular file with more than one hard link may be touched.

@@ -22,6 +22,7 @@ use crate::effects::journal::CallMeta;
 use crate::effects::{ChangeSet, Effects};
 use crate::gate::{ApprovedCall, ToolCatalog, check_call};
 use crate::lockfile::{LOCK_FILE, LockError, ToolLock};
+use crate::network::{self, Asks, NetworkSetup, Resolver, SystemResolver};
 use crate::outcome::{CallError, CallOutcome};
 use crate::policy::Policy;
 use crate::root::Root;
@@ -96,6 +97,13 @@ impl LoadedTool {
     /// Every interface the component imports (each one the sandbox grants).
     pub fn imports(&self) -> &[String] {
         &self.imports
+    }
+
+    /// Whether the component imports `wasi:http`: it may make the requests its policy grants it.
+    pub fn reaches_network(&self) -> bool {
+        self.imports
+            .iter()
+            .any(|name| name.starts_with("wasi:http/"))
     }
 
     /// The SHA-256 of the component's bytes, hex.
@@ -207,6 +215,7 @@ pub struct ToolboxBuilder {
     locked: bool,
     max_concurrent: usize,
     instances: Instances,
+    resolver: Arc<dyn Resolver>,
 }
 
 /// Calls a toolbox runs at once by default (more wait for a slot).
@@ -223,6 +232,7 @@ impl Default for ToolboxBuilder {
             locked: false,
             max_concurrent: DEFAULT_MAX_CONCURRENT,
             instances: Instances::default(),
+            resolver: Arc::new(SystemResolver),
         }
     }
 }
@@ -294,6 +304,13 @@ impl ToolboxBuilder {
         self
     }
 
+    /// How the host resolves the names tools request (the system's resolver by default; a
+    /// [`StaticResolver`](crate::network::StaticResolver) pins names to addresses).
+    pub fn resolver(mut self, resolver: Arc<dyn Resolver>) -> Self {
+        self.resolver = resolver;
+        self
+    }
+
     /// Checks and describes every component (from the descriptor cache when it knows the component's
     /// digest). Fails on the first component that is not a valid tool, naming it and the reason.
     pub async fn build(self) -> Result<Toolbox, ToolboxError> {
@@ -337,7 +354,11 @@ impl ToolboxBuilder {
             }
             tools.insert(name, tool);
         }
-        Ok(Toolbox { sandbox, tools })
+        Ok(Toolbox {
+            sandbox,
+            tools,
+            resolver: self.resolver,
+        })
     }
 }
 
@@ -438,6 +459,7 @@ async fn load_tool(sandbox: &Sandbox, pending: Pending) -> Result<LoadedTool, To
         raw.description.clone(),
         &raw.input_schema,
         raw.paths.clone(),
+        raw.urls.clone(),
     )
     .map_err(|source| ToolboxError::Descriptor {
         origin: origin.clone(),
@@ -474,6 +496,7 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 pub struct Toolbox {
     sandbox: Sandbox,
     tools: BTreeMap<String, LoadedTool>,
+    resolver: Arc<dyn Resolver>,
 }
 
 impl fmt::Debug for Toolbox {
@@ -541,7 +564,10 @@ impl Toolbox {
             Ok(prepared) => prepared,
             Err(e) => return Some(CallOutcome::refused(name, CallError::Run(setup_error(e)))),
         };
-        let report = self.sandbox.run(prepared, None, raw_input, None).await;
+        let report = self
+            .sandbox
+            .run(prepared, None, raw_input, (None, &[]), None)
+            .await;
         Some(outcome(tool, report))
     }
 
@@ -588,6 +614,7 @@ impl Toolbox {
                 paths: paths.clone(),
                 changes: None,
                 diff: "",
+                network: None,
             };
             if let Err(denied) = context.ask(&request).await {
                 return CallOutcome::refused(name, denied);
@@ -608,10 +635,28 @@ impl Toolbox {
             Ok(prepared) => prepared,
             Err(e) => return CallOutcome::refused(name, CallError::Run(setup_error(e))),
         };
-        let mut report = self
-            .sandbox
-            .run(prepared, view, approved.input(), context.cancel)
-            .await;
+        let (asker, asks) = network::channel();
+        let network = NetworkSetup {
+            grant: context.policy.network(name),
+            resolver: self.resolver.clone(),
+            limits: self.sandbox.limits().network,
+            secrets: context.policy.secrets(),
+            asker: Some(asker),
+        };
+        let env: Vec<(String, String)> = context
+            .policy
+            .env(name)
+            .iter()
+            .filter_map(|var| Some((var.clone(), std::env::var(var).ok()?)))
+            .collect();
+        let run = self.sandbox.run(
+            prepared,
+            view,
+            approved.input(),
+            (Some(network), &env),
+            context.cancel,
+        );
+        let mut report = context.serve_network_asks(run, asks, name, raw_input).await;
         let view = report.view.take();
         let mut outcome = outcome(tool, report);
         let (Ok(output), Some(view)) = (&outcome.result, view) else {
@@ -688,6 +733,7 @@ impl Toolbox {
                 paths: paths.to_vec(),
                 changes: Some(&changes),
                 diff: &diff,
+                network: None,
             };
             context.ask(&request).await?;
         }
@@ -738,6 +784,47 @@ impl<'a> CallContext<'a> {
         }
     }
 
+    /// Runs `run` while answering the network requests its hooks hold for approval (`asks`), one at a
+    /// time, by asking the approver (nobody to ask: no). The time a question waits does not count
+    /// against the call's wall time; cancelling the call stops the wait; the hook sends nothing until
+    /// the answer is yes.
+    async fn serve_network_asks(
+        &self,
+        run: impl Future<Output = RunReport>,
+        mut asks: Asks,
+        tool: &str,
+        raw_input: &str,
+    ) -> RunReport {
+        let mut run = std::pin::pin!(run);
+        loop {
+            let (shown, reply) = tokio::select! {
+                report = &mut run => return report,
+                Some(ask) = asks.recv() => ask,
+            };
+            let request = ApprovalRequest {
+                id: self.call_id.as_deref(),
+                tool,
+                input: raw_input,
+                paths: Vec::new(),
+                changes: None,
+                diff: "",
+                network: Some(&shown),
+            };
+            let answer = async {
+                match self.approver {
+                    Some(approver) => approver.approve(&request).await,
+                    None => false,
+                }
+            };
+            tokio::select! {
+                report = &mut run => return report,
+                yes = answer => {
+                    let _ = reply.send(yes);
+                }
+            }
+        }
+    }
+
     /// Asks the approver; a denial (or no approver) is the call's error.
     async fn ask(&self, request: &ApprovalRequest<'_>) -> Result<(), CallError> {
         let what = if request.changes.is_some() {
@@ -774,5 +861,6 @@ fn outcome(tool: &LoadedTool, report: RunReport) -> CallOutcome {
         duration: report.duration,
         changes: Vec::new(),
         journal_seq: None,
+        requests: report.requests,
     }
 }

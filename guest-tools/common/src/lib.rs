@@ -29,6 +29,8 @@ pub use bindings::turngate::tool::types::{Access, Descriptor, PathParam, ToolErr
 pub use bindings::{Guest, export};
 
 mod fs;
+#[cfg(feature = "network")]
+pub mod http;
 mod output;
 
 pub use fs::{atomic_write, io_error};

@@ -47,12 +47,24 @@ impl Approver for TerminalApprover {
             request.id.unwrap_or("-"),
             request.input
         );
-        let question = match request.changes {
-            Some(_) => format!(
+        let question = match (request.network, request.changes) {
+            (Some(network), _) => format!(
+                "\nturngate: the model's call {call} wants to send {} {}\n  body: {} bytes, SHA-256 {}{}\nSend it? [y/N] ",
+                network.method,
+                network.url,
+                network.body_bytes,
+                network.body_sha256,
+                network
+                    .body_start
+                    .as_deref()
+                    .map(|start| format!("\n  it starts: {start}"))
+                    .unwrap_or_default()
+            ),
+            (None, Some(_)) => format!(
                 "\nturngate: the model's call {call} would make these changes:\n{}Apply them? [y/N] ",
                 request.diff
             ),
-            None => format!(
+            (None, None) => format!(
                 "\nturngate: the model calls {call}\n  paths: {}\nAllow this call? [y/N] ",
                 if request.paths.is_empty() {
                     "none".to_owned()

@@ -216,7 +216,7 @@ impl Approver for Capturing {
         let question = Question {
             message: question_text(request),
             about_changes: request.changes.is_some(),
-            diff_sha256: sha256_text(request.diff),
+            diff_sha256: approval_digest(request),
         };
         *self
             .captured
@@ -234,7 +234,7 @@ pub(super) struct Answered {
 
 impl Approver for Answered {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
-        let same = sha256_text(request.diff) == self.diff_sha256;
+        let same = approval_digest(request) == self.diff_sha256;
         self.differed.store(!same, Ordering::SeqCst);
         Box::pin(async move { same })
     }
@@ -313,6 +313,18 @@ fn accepted(answer: &ElicitResult) -> bool {
             != Some(false)
 }
 
+/// What an answer approves: the diff, and the network request (method, URL, body digest) if there
+/// is one, so a retry's yes covers exactly what the user saw.
+fn approval_digest(request: &ApprovalRequest<'_>) -> String {
+    match request.network {
+        Some(n) => sha256_text(&format!(
+            "{}\n{} {} {}",
+            request.diff, n.method, n.url, n.body_sha256
+        )),
+        None => sha256_text(request.diff),
+    }
+}
+
 /// What the user is asked: the tool, the call ID, and the diff (or, for a call that only reads, what
 /// it would read).
 fn question_text(request: &ApprovalRequest<'_>) -> String {
@@ -320,6 +332,20 @@ fn question_text(request: &ApprovalRequest<'_>) -> String {
         Some(id) => format!("`{}` call {id}", request.tool),
         None => format!("`{}` call", request.tool),
     };
+    if let Some(network) = request.network {
+        return format!(
+            "turngate: let this {call} send {} {}?\n\nBody: {} bytes, SHA-256 {}{}",
+            network.method,
+            network.url,
+            network.body_bytes,
+            network.body_sha256,
+            network
+                .body_start
+                .as_deref()
+                .map(|start| format!("\n\n{start}"))
+                .unwrap_or_default()
+        );
+    }
     match request.changes {
         Some(_) => format!(
             "turngate: apply the changes of this {call}?\n\n{}",

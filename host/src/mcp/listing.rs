@@ -3,8 +3,9 @@
 //!
 //! The hints say what the sandbox lets a tool do, not what the tool claims: a tool that declares no
 //! path, or only paths it reads, gets a read-only view (`readOnlyHint`); a tool that declares a path it
-//! writes may create, replace or delete files there (`destructiveHint`). No tool reaches the network
-//! (`openWorldHint: false`).
+//! writes may create, replace or delete files there (`destructiveHint`). A tool that imports `wasi:http`
+//! may reach the network where its policy grants it (`openWorldHint`, and not `readOnlyHint`: what a
+//! request changes is the server's business); no other tool does (`openWorldHint: false`).
 
 use std::sync::Arc;
 
@@ -12,15 +13,17 @@ use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::Value;
 
 use crate::descriptor::{Access, ToolDescriptor};
-use crate::toolbox::Toolbox;
+use crate::toolbox::{LoadedTool, Toolbox};
 
 /// Every tool of the toolbox, in the toolbox's order.
 pub fn tools(toolbox: &Toolbox) -> Vec<Tool> {
-    toolbox.tools().map(|t| tool(t.descriptor())).collect()
+    toolbox.tools().map(tool).collect()
 }
 
 /// One tool's listing.
-pub fn tool(descriptor: &ToolDescriptor) -> Tool {
+pub fn tool(loaded: &LoadedTool) -> Tool {
+    let descriptor: &ToolDescriptor = loaded.descriptor();
+    let network = loaded.reaches_network();
     let schema = match &descriptor.input_schema {
         Value::Object(schema) => schema.clone(),
         // Descriptors are checked at load: the schema is an object schema.
@@ -28,9 +31,9 @@ pub fn tool(descriptor: &ToolDescriptor) -> Tool {
     };
     let writes = descriptor.filesystem_access() == Some(Access::Write);
     let annotations = ToolAnnotations::new()
-        .read_only(!writes)
+        .read_only(!writes && !network)
         .destructive(writes)
-        .open_world(false);
+        .open_world(network);
     Tool::new(
         descriptor.name.clone(),
         descriptor.description.clone(),

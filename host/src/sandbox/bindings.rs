@@ -9,6 +9,18 @@ wasmtime::component::bindgen!({
 
 pub(crate) use turngate::tool::types::Access;
 
+/// The `network-tool` world: the tool world plus `url-fields`, which older tools do not export.
+pub(crate) mod network_tool {
+    wasmtime::component::bindgen!({
+        world: "network-tool",
+        path: "../wit",
+        exports: { default: async },
+        with: {
+            "turngate:tool/types": super::turngate::tool::types,
+        },
+    });
+}
+
 /// `wasi:filesystem@0.2` with turngate's own descriptor types; `wasi:io` and `wasi:clocks` are
 /// wasmtime-wasi's, so streams and pollables are shared with the rest of the WASI context.
 pub(crate) mod view {

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use super::bindings;
+use crate::network::NetworkLimitError;
 
 /// A tool's own error answer, as declared in the tool world.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,6 +82,9 @@ pub enum RunError {
         /// The tail of the guest's stderr (a Rust guest's panic message lands there).
         guest_message: String,
     },
+    /// The call exceeded a network limit and was stopped (nothing it did applies).
+    #[error("network limit: {0}")]
+    NetworkLimit(NetworkLimitError),
     /// The call was cancelled while it ran (nothing it did applies).
     #[error("cancelled while running: nothing it did was applied")]
     Cancelled,
@@ -91,7 +95,7 @@ pub enum RunError {
 
 impl RunError {
     /// A short, stable name for the error class (`tool`, `timeout`, `memory_limit`, `output_limit`,
-    /// `trap`, `cancelled`, `setup`).
+    /// `trap`, `network_limit`, `cancelled`, `setup`).
     pub fn kind(&self) -> &'static str {
         match self {
             RunError::Tool(_) => "tool",
@@ -99,6 +103,7 @@ impl RunError {
             RunError::MemoryLimit { .. } => "memory_limit",
             RunError::OutputLimit { .. } => "output_limit",
             RunError::Trap { .. } => "trap",
+            RunError::NetworkLimit(_) => "network_limit",
             RunError::Cancelled => "cancelled",
             RunError::Setup(_) => "setup",
         }

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use wasmtime::ResourceLimiter;
 
+use crate::network::NetworkLimits;
+
 /// Limits applied to every call. Each limit hit is reported as its own error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -16,6 +18,8 @@ pub struct Limits {
     /// Bytes a call may stage (write into its view) before they are applied; past it, writes fail with
     /// `insufficient-space`. Default 256 MiB.
     pub staged_bytes: u64,
+    /// What a call may do over the network (requests, bytes, timeouts), when its policy grants any.
+    pub network: NetworkLimits,
 }
 
 impl Default for Limits {
@@ -25,6 +29,7 @@ impl Default for Limits {
             memory_bytes: 64 << 20,
             output_bytes: 1 << 20,
             staged_bytes: 256 << 20,
+            network: NetworkLimits::default(),
         }
     }
 }

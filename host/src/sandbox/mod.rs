@@ -8,8 +8,11 @@
 //! refused if it imports anything the sandbox does not grant); `Sandbox::run` instantiates it in a new
 //! `Store` whose only filesystem is the call's [`CallView`] (none for tools without paths), calls it
 //! under the [`Limits`] on a thread of its own, and maps every way a call can end to its own
-//! [`RunError`]. The caller waits for the wall-time limit at most, whatever the guest or a host call is
-//! doing, and gets the view back (with what the call staged) only when the call returned.
+//! [`RunError`]. The caller waits for the wall-time limit at most (not counting the time a network
+//! request waited for the approver), whatever the guest or a host call is doing, and gets the view
+//! back (with what the call staged) only when the call returned. A component that imports `wasi:http`
+//! is prepared with a second linker that adds it; every request goes to the call's network hooks
+//! (`crate::network`), which deny everything the policy does not grant.
 
 pub(crate) mod bindings;
 mod cache;
@@ -32,7 +35,9 @@ use wasmtime::{
     UpdateDeadline,
 };
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use self::bindings::network_tool::NetworkTool;
 use self::bindings::{Tool, ToolPre};
 use self::cache::PrecompiledCache;
 use self::filesystem::ViewCtx;
@@ -41,6 +46,7 @@ use self::output::{BoundedOutput, OutputLimitExceeded};
 use self::threads::CallThreads;
 use crate::cancel::Cancel;
 use crate::descriptor::{Access, PathParam};
+use crate::network::{CallNetwork, NetworkHooks, NetworkSetup, RequestRecord};
 use crate::view::CallView;
 
 pub use self::errors::{RunError, ToolError};
@@ -49,6 +55,9 @@ pub use self::limits::Limits;
 /// How often the ticker thread advances the engine's epoch once a tool has described itself; the
 /// resolution of the wall-time limit of `describe`.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// How often the wall-time clock looks again while a network request waits for the approver.
+const APPROVAL_RECHECK: Duration = Duration::from_millis(50);
 
 /// Most bytes of a trapped guest's stderr quoted in its error (enough for a panic message).
 const TRAP_STDERR_TAIL: usize = 4096;
@@ -94,6 +103,8 @@ pub enum CacheSetting {
 pub(crate) struct Sandbox {
     engine: Engine,
     linker: Linker<CallState>,
+    /// `linker` plus `wasi:http`, for components that import it.
+    network_linker: Linker<CallState>,
     limits: Limits,
     cache: Option<PrecompiledCache>,
     threads: CallThreads,
@@ -108,6 +119,8 @@ pub(crate) struct Sandbox {
 pub(crate) struct Prepared {
     pre: ToolPre<CallState>,
     imports: Vec<String>,
+    /// The component exports `url-fields` (the `network-tool` world).
+    declares_urls: bool,
 }
 
 /// A guest's raw self-description, before the descriptor checks, with the imports it was checked for.
@@ -117,6 +130,9 @@ pub(crate) struct RawDescriptor {
     pub(crate) description: String,
     pub(crate) input_schema: String,
     pub(crate) paths: Vec<PathParam>,
+    /// JSON Pointers of the input fields that are URLs (`url-fields`; empty for a plain `tool`).
+    #[serde(default)]
+    pub(crate) urls: Vec<String>,
     pub(crate) imports: Vec<String>,
 }
 
@@ -129,6 +145,8 @@ pub(crate) struct RunReport {
     /// The call's view, with what it staged, when the call's thread finished (after a timeout or a
     /// cancel it is dropped there); the toolbox applies it only when the call returned ok.
     pub(crate) view: Option<CallView>,
+    /// Every request the call made over the network.
+    pub(crate) requests: Vec<RequestRecord>,
 }
 
 /// Why a component was not accepted as a tool.
@@ -148,7 +166,7 @@ pub enum PrepareError {
     Compile(wasmtime::Error),
     /// The component imports interfaces the sandbox does not grant (sockets, HTTP, another world's).
     #[error(
-        "the component imports {}, which the sandbox does not grant (it grants wasi:io, wasi:cli, wasi:clocks, wasi:filesystem and wasi:random)",
+        "the component imports {}, which the sandbox does not grant (it grants wasi:io, wasi:cli, wasi:clocks, wasi:filesystem, wasi:random and wasi:http's outgoing-handler)",
         .0.join(", ")
     )]
     Imports(Vec<String>),
@@ -185,6 +203,8 @@ pub(crate) struct CallState {
     table: ResourceTable,
     view: Option<CallView>,
     limiter: CallLimiter,
+    http: WasiHttpCtx,
+    hooks: NetworkHooks,
 }
 
 impl CallState {
@@ -201,6 +221,16 @@ impl WasiView for CallState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
         }
     }
 }
@@ -227,6 +257,8 @@ impl Sandbox {
 
         let mut linker = Linker::new(&engine);
         wasi::add_to_linker(&mut linker, CallState::filesystem).map_err(EngineError)?;
+        let mut network_linker = linker.clone();
+        wasi::add_http_to_linker(&mut network_linker).map_err(EngineError)?;
 
         let cache_dir = match cache {
             CacheSetting::Default => PrecompiledCache::default_dir(),
@@ -237,6 +269,7 @@ impl Sandbox {
         Ok(Sandbox {
             engine,
             linker,
+            network_linker,
             limits,
             cache,
             threads: CallThreads::default(),
@@ -294,12 +327,21 @@ impl Sandbox {
         if !ungranted.is_empty() {
             return Err(PrepareError::Imports(ungranted));
         }
-        let instance_pre = self
-            .linker
+        let linker = if wasi::imports_http(&imports) {
+            &self.network_linker
+        } else {
+            &self.linker
+        };
+        let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(PrepareError::Link)?;
+        let declares_urls = component.get_export_index(None, "url-fields").is_some();
         let pre = ToolPre::new(instance_pre).map_err(PrepareError::NotToolWorld)?;
-        Ok(Prepared { pre, imports })
+        Ok(Prepared {
+            pre,
+            imports,
+            declares_urls,
+        })
     }
 
     /// Asks a prepared tool to describe itself (in a store with no filesystem). The guest runs on the
@@ -312,12 +354,27 @@ impl Sandbox {
             .acquire()
             .await
             .expect("the semaphore is never closed");
-        let (mut store, _stdout, stderr) = self.new_store(None, Arc::default());
+        let (mut store, _stdout, stderr, _network) =
+            self.new_store(None, None, &[], Arc::default());
         let work = async {
-            let instance = tool.pre.instantiate_async(&mut store).await?;
-            instance.call_describe(&mut store).await
+            let instance = tool
+                .pre
+                .instance_pre()
+                .instantiate_async(&mut store)
+                .await?;
+            let descriptor = Tool::new(&mut store, &instance)?
+                .call_describe(&mut store)
+                .await?;
+            let urls = if tool.declares_urls {
+                NetworkTool::new(&mut store, &instance)?
+                    .call_url_fields(&mut store)
+                    .await?
+            } else {
+                Vec::new()
+            };
+            Ok((descriptor, urls))
         };
-        let descriptor = match tokio::time::timeout(self.limits.wall_time, work).await {
+        let (descriptor, urls) = match tokio::time::timeout(self.limits.wall_time, work).await {
             Err(_) => Err(RunError::Timeout {
                 limit: self.limits.wall_time,
             }),
@@ -339,12 +396,14 @@ impl Sandbox {
                     },
                 })
                 .collect(),
+            urls,
             imports: tool.imports.clone(),
         })
     }
 
-    /// Runs one call in a fresh instance whose only filesystem is `view` (`None`: no filesystem), on a
-    /// call thread. When the caller stops waiting (the wall-time limit, or `cancel`), it advances the
+    /// Runs one call in a fresh instance whose only filesystem is `view` (`None`: no filesystem) and
+    /// whose only network is `network` (`None`: every request denied) and whose environment is `env`,
+    /// on a call thread. When the caller stops waiting (the wall-time limit, or `cancel`), it advances the
     /// engine's epoch, so the guest traps at its next epoch check (see `new_store`): no thread ticks
     /// for a call.
     pub(crate) async fn run(
@@ -352,6 +411,7 @@ impl Sandbox {
         tool: &Prepared,
         view: Option<CallView>,
         input: &str,
+        (network, env): (Option<NetworkSetup>, &[(String, String)]),
         cancel: Option<&Cancel>,
     ) -> RunReport {
         let started = Instant::now();
@@ -365,7 +425,7 @@ impl Sandbox {
         // Set when the caller stops waiting (the wall-time limit or a cancellation): the guest traps at
         // its next epoch check, so its instance slot is free at once even while it computes.
         let stop = Arc::new(AtomicBool::new(false));
-        let (store, stdout, stderr) = self.new_store(view, stop.clone());
+        let (store, stdout, stderr, network) = self.new_store(view, network, env, stop.clone());
         let limits = self.limits;
         let pre = tool.pre.clone();
         let input = input.to_owned();
@@ -399,6 +459,7 @@ impl Sandbox {
                 stderr: Bytes::new(),
                 duration: started.elapsed(),
                 view: None,
+                requests: Vec::new(),
             };
         }
         let mut finished = finished;
@@ -408,11 +469,26 @@ impl Sandbox {
                 None => std::future::pending().await,
             }
         };
-        let waited = tokio::select! {
-            waited = tokio::time::timeout(limits.wall_time, &mut finished) => waited.map_err(|_| {
-                RunError::Timeout {
-                    limit: limits.wall_time,
+        // The wall-time limit, moved on by the time the call's network requests waited for the approver.
+        let paused = network.paused();
+        let waiting_since = Instant::now();
+        let wall_time = async {
+            loop {
+                if paused.is_waiting() {
+                    tokio::time::sleep(APPROVAL_RECHECK).await;
+                    continue;
                 }
+                let elapsed = waiting_since.elapsed().saturating_sub(paused.waited());
+                match limits.wall_time.checked_sub(elapsed) {
+                    Some(left) if !left.is_zero() => tokio::time::sleep(left).await,
+                    _ => return,
+                }
+            }
+        };
+        let waited = tokio::select! {
+            waited = &mut finished => Ok(waited),
+            () = wall_time => Err(RunError::Timeout {
+                limit: limits.wall_time,
             }),
             () = stopped => Err(RunError::Cancelled),
         };
@@ -420,14 +496,14 @@ impl Sandbox {
             Ok(Ok((Some(result), view))) => (result, view),
             Ok(Ok((None, _))) | Ok(Err(_)) => {
                 let error = RunError::Setup("the call's thread ended without an answer".into());
-                return self.report(Err(error), &stdout, &stderr, started, None);
+                return self.report(Err(error), &stdout, &stderr, started, None, &network);
             }
             Err(stopped) => {
                 stop.store(true, Ordering::SeqCst);
                 self.engine.increment_epoch();
                 let _ = stop_thread.send(());
                 let _ = tokio::time::timeout(UNWIND_GRACE, finished).await;
-                return self.report(Err(stopped), &stdout, &stderr, started, None);
+                return self.report(Err(stopped), &stdout, &stderr, started, None, &network);
             }
         };
         let result = match result {
@@ -438,9 +514,11 @@ impl Sandbox {
             }),
             Ok(Ok(output)) => Ok(output),
         };
-        self.report(result, &stdout, &stderr, started, view)
+        self.report(result, &stdout, &stderr, started, view, &network)
     }
 
+    /// The call's report; a network limit the call exceeded is its result, whatever the guest did
+    /// after it was stopped.
     fn report(
         &self,
         result: Result<String, RunError>,
@@ -448,38 +526,71 @@ impl Sandbox {
         stderr: &BoundedOutput,
         started: Instant,
         view: Option<CallView>,
+        network: &CallNetwork,
     ) -> RunReport {
+        let (requests, exceeded) = network.finish();
+        let (result, view) = match exceeded {
+            Some(limit) => (Err(RunError::NetworkLimit(limit)), None),
+            None => (result, view),
+        };
         RunReport {
             result,
             stdout: stdout.contents(),
             stderr: stderr.contents(),
             duration: started.elapsed(),
             view,
+            requests,
         }
     }
 
-    /// A store whose WASI context grants only `view` (if any), bounded stdio, and the limits.
+    /// A store whose WASI context grants only `view` (if any), the network of `network` (none: every
+    /// request denied), bounded stdio, and the limits.
     fn new_store(
         &self,
         view: Option<CallView>,
+        network: Option<NetworkSetup>,
+        env: &[(String, String)],
         stop: Arc<AtomicBool>,
-    ) -> (Store<CallState>, BoundedOutput, BoundedOutput) {
+    ) -> (
+        Store<CallState>,
+        BoundedOutput,
+        BoundedOutput,
+        Arc<CallNetwork>,
+    ) {
         let stdout = BoundedOutput::new(self.limits.output_bytes);
         let stderr = BoundedOutput::new(self.limits.output_bytes);
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(stdout.clone()).stderr(stderr.clone());
+        wasi.stdout(stdout.clone()).stderr(stderr.clone()).envs(env);
+        let network = network.unwrap_or_else(|| NetworkSetup::none(self.limits.network));
+        // A network limit exceeded stops the guest as the caller does: the stop flag, then an epoch tick.
+        let engine = self.engine.weak();
+        let stop_flag = stop.clone();
+        let network = CallNetwork::new(
+            network,
+            Box::new(move || {
+                stop_flag.store(true, Ordering::SeqCst);
+                if let Some(engine) = engine.upgrade() {
+                    engine.increment_epoch();
+                }
+            }),
+        );
         let state = CallState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
             view,
             limiter: CallLimiter::new(self.limits.memory_bytes),
+            http: WasiHttpCtx::new(),
+            hooks: NetworkHooks::new(network.clone()),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
         // Checked whenever the epoch advances: past the wall-time limit, or once the caller stopped the
         // call, the guest traps with `Interrupt`.
+        // Time spent waiting for the approver of a network request does not count.
         let deadline = Instant::now() + self.limits.wall_time;
+        let paused = network.paused();
         store.epoch_deadline_callback(move |_| {
+            let deadline = deadline + paused.waited();
             if stop.load(Ordering::SeqCst) || Instant::now() >= deadline {
                 Ok(UpdateDeadline::Interrupt)
             } else {
@@ -487,7 +598,7 @@ impl Sandbox {
             }
         });
         store.set_epoch_deadline(1);
-        (store, stdout, stderr)
+        (store, stdout, stderr, network)
     }
 }
 

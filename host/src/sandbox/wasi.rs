@@ -1,7 +1,8 @@
 //! The WASI 0.2 interfaces a tool may import, and nothing else.
 //!
 //! Tools get `wasi:io`, `wasi:cli` (environment, exit, stdio, terminal), `wasi:clocks`, `wasi:filesystem`
-//! and `wasi:random`. `wasi:sockets` is deliberately not linked (unlike `wasmtime_wasi::p2::add_to_linker_async`),
+//! and `wasi:random`; components that import `wasi:http` (types and outgoing-handler) get it too, in a
+//! linker of their own, with every request checked by the call's network hooks. `wasi:sockets` is deliberately not linked (unlike `wasmtime_wasi::p2::add_to_linker_async`),
 //! so a component that imports it is refused when it is loaded, with the imports named, rather than
 //! denied one address at a time at run time. `wasi:filesystem` is turngate's own implementation over
 //! the call's view (`filesystem.rs`), not wasmtime-wasi's over a host directory.
@@ -24,7 +25,22 @@ pub(crate) const GRANTED: &[&str] = &[
     "wasi:clocks/",
     "wasi:filesystem/",
     "wasi:random/",
+    "wasi:http/types@",
+    "wasi:http/outgoing-handler@",
 ];
+
+/// Whether a component imports `wasi:http`, so it is linked with [`add_http_to_linker`].
+pub(crate) fn imports_http(imports: &[String]) -> bool {
+    imports.iter().any(|name| name.starts_with("wasi:http/"))
+}
+
+/// Links `wasi:http` (p2: types and outgoing-handler); every request goes to the store's hooks
+/// (`network/hooks.rs`).
+pub(crate) fn add_http_to_linker<T: wasmtime_wasi_http::WasiHttpView + 'static>(
+    l: &mut Linker<T>,
+) -> wasmtime::Result<()> {
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(l)
+}
 
 /// The tool world's own types interface, which carries no functions.
 pub(crate) const TOOL_TYPES: &str = "turngate:tool/types";

@@ -319,6 +319,7 @@ fn dead_letter_report(
                 step: Some("dead_letter"),
                 output: None,
                 changes: Vec::new(),
+                requests: Vec::new(),
             },
         };
         results.push(report.result_for(position));
