@@ -126,6 +126,26 @@ impl Lower {
         Ok((file, entry))
     }
 
+    /// Waits until no rename is under way in the directory at `location`. A rename holds the locks of
+    /// both directories until the name cache shows its result, and reading a directory takes the
+    /// directory's lock: so after this returns, a lookup in that directory no longer finds an entry a
+    /// rename that had begun has replaced. (Until then a lookup can still find a file whose link from
+    /// that name is already gone, and whose link count already says so.)
+    pub(crate) fn settle(&mut self, location: &RelPath) -> io::Result<()> {
+        use rustix::fs::{Mode, OFlags};
+        let dir = self.dir(location)?;
+        let readable = rustix::fs::openat(
+            &*dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        if let Some(entry) = rustix::fs::Dir::new(readable)?.read() {
+            entry?;
+        }
+        Ok(())
+    }
+
     /// The names and kinds of the entries of the directory at `location` (not following symlinks), as
     /// `getdents` reports them (a name that is not UTF-8 cannot be shown to a WASI tool and is left out).
     pub(crate) fn list(&mut self, location: &RelPath) -> io::Result<Vec<(String, EntryKind)>> {

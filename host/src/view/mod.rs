@@ -390,20 +390,7 @@ impl CallView {
                         (staged.file.clone(), Some(staged))
                     }
                     None => {
-                        self.check_links(&entry)?;
-                        let (file, opened) = self.lower.open_file(&location).map_err(|e| {
-                            if e.kind() == io::ErrorKind::InvalidInput {
-                                ViewError::NotPermitted
-                            } else {
-                                ViewError::from(e)
-                            }
-                        })?;
-                        // What was opened must be what was checked: a name swapped between the lookup
-                        // and the open (say, to a hard link of a file outside the root) is refused.
-                        if !opened.is_same_object(&entry) {
-                            return Err(ViewError::Busy);
-                        }
-                        self.check_links(&opened)?;
+                        let (file, _) = self.open_lower(&location, &entry)?;
                         (Arc::new(file.into_std()), None)
                     }
                 };
@@ -837,6 +824,38 @@ impl CallView {
         Ok(())
     }
 
+    /// Opens the lower file at `location`, held to `entry`, the entry the call checked: what was opened
+    /// must be that object (the descriptor's `fstat`), with no other hard link, and, once no rename is
+    /// under way in its directory ([`Lower::settle`]), the name must still lead to it. The second look
+    /// closes the window in which a lookup still finds a file that a rename has just unlinked from the
+    /// name: its link count then already excludes the link being removed, so a hard link to a file
+    /// outside the root, renamed away while it was opened, would otherwise pass as a file with a single
+    /// link.
+    fn open_lower(
+        &mut self,
+        location: &RelPath,
+        entry: &Entry,
+    ) -> Result<(cap_std::fs::File, Entry), ViewError> {
+        self.check_links(entry)?;
+        let (file, opened) = self.lower.open_file(location).map_err(|e| {
+            if e.kind() == io::ErrorKind::InvalidInput {
+                ViewError::NotPermitted
+            } else {
+                ViewError::from(e)
+            }
+        })?;
+        if !opened.is_same_object(entry) {
+            return Err(ViewError::Busy);
+        }
+        self.check_links(&opened)?;
+        self.lower.settle(&location.parent().unwrap_or_default())?;
+        match self.lower.entry(location)? {
+            Some(again) if again.is_same_object(entry) => self.check_links(&again)?,
+            _ => return Err(ViewError::Busy),
+        }
+        Ok((file, opened))
+    }
+
     /// The call's staging, begun on first use.
     fn staging(&mut self) -> Result<&mut Staging, ViewError> {
         let Some(dir) = &self.staging_dir else {
@@ -859,7 +878,7 @@ impl CallView {
         let staged = if empty {
             self.staging()?.new_file()?
         } else {
-            let (file, opened) = self.lower.open_file(location)?;
+            let (file, opened) = self.open_lower(location, entry)?;
             if opened.identity != entry.identity {
                 // It changed between the lookup and the open: the copy would not be what was looked at.
                 return Err(ViewError::Busy);
