@@ -1,6 +1,7 @@
 //! The Python and JavaScript example tools (`guest-tools/examples/`) under the same gate and sandbox as the
 //! bundled ones: end to end through `turngate run --tools DIR`, containment by the gate and by the
-//! sandbox, and `turngate tools check`.
+//! sandbox, the Python network tool against a server the test starts on 127.0.0.1, and `turngate tools
+//! check`.
 //!
 //! The components are built on first use by `guest-tools/examples/build.sh`, which installs the pinned
 //! tool-chains (a Python virtualenv with componentize-py, `npm ci` for jco) inside the target directory.
@@ -199,9 +200,73 @@ fn the_sandbox_stops_a_javascript_write_through_a_swapped_symlink() {
     );
 }
 
+/// A server on 127.0.0.1 answering every request with a small HTML page; answers its port and the
+/// request lines it saw.
+fn page_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            log.lock().unwrap().push(line.trim_end().to_owned());
+            // The rest of the head, up to the empty line.
+            let mut header = String::new();
+            while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                header.clear();
+            }
+            let page = "<html><head><title>\n  Ada &amp; the\n Engine </title></head><body>hi</body></html>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    (port, seen)
+}
+
 #[test]
-fn both_examples_pass_the_conformance_check() {
-    for file in ["text_stats.wasm", "csv_to_json.wasm"] {
+fn python_page_title_fetches_only_what_its_network_grant_allows() {
+    let ws = Workspace::new();
+    let (port, seen) = page_server();
+    let policy = Policy::from_toml(&format!(
+        "[tools.page_title.network]\nget = [\"http://127.0.0.1:{port}/pages/**\"]\n"
+    ))
+    .unwrap();
+    let page_title = |url: String| {
+        call(
+            toolbox(),
+            &ws.root,
+            &policy,
+            "page_title",
+            &json!({ "url": url }).to_string(),
+        )
+    };
+    let outcome = page_title(format!("http://127.0.0.1:{port}/pages/ada"));
+    let answer: Value = serde_json::from_str(&outcome.result.unwrap()).unwrap();
+    assert_eq!(answer["status"], 200, "{answer}");
+    assert_eq!(answer["title"], "Ada & the Engine", "{answer}");
+    assert_eq!(*seen.lock().unwrap(), [format!("GET /pages/ada HTTP/1.1")]);
+    // A declared URL outside the grant never starts the call: the server sees nothing more.
+    let outcome = page_title(format!("http://127.0.0.1:{port}/private/ada"));
+    match outcome.result {
+        Err(CallError::Gate(e)) => assert_eq!(e.step(), "url", "{e}"),
+        other => panic!("expected a refusal at the gate, got {other:?}"),
+    }
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn every_example_passes_the_conformance_check() {
+    for file in ["text_stats.wasm", "page_title.wasm", "csv_to_json.wasm"] {
         let out = Command::new(env!("CARGO_BIN_EXE_turngate"))
             .env(
                 "TURNGATE_CACHE_DIR",

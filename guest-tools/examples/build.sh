@@ -2,6 +2,7 @@
 # Builds the example tools into WASI 0.2 components:
 #
 #   OUT_DIR/text_stats.wasm    Python      (python/text_stats, componentize-py)
+#   OUT_DIR/page_title.wasm    Python      (python/page_title, componentize-py; a network tool)
 #   OUT_DIR/csv_to_json.wasm   JavaScript  (js/csv_to_json, componentize-js)
 #
 # Usage: guest-tools/examples/build.sh [OUT_DIR]      (default OUT_DIR: <repo>/target/examples)
@@ -74,9 +75,9 @@ mkdir -p "$build_dir"
 
 # --- Python: text_stats (componentize-py) ---------------------------------------------------------
 
-py_src="$here/python/text_stats"
 venv="$toolchain/venv"
-requirements="$py_src/requirements.txt"
+# One tool-chain for every Python example.
+requirements="$here/python/text_stats/requirements.txt"
 
 python_toolchain() {
     if [[ -x "$venv/bin/componentize-py" && -x "$venv/bin/wasm-tools" ]] &&
@@ -91,26 +92,31 @@ python_toolchain() {
     say "$("$venv/bin/componentize-py" --version), $("$venv/bin/wasm-tools" --version)"
 }
 
-build_text_stats() {
-    local out="$out_dir/text_stats.wasm"
-    local sources=("$py_src/text_stats.py" "$requirements" "$repo/wit/tool.wit" "$here/build.sh")
+# Builds the Python example NAME from python/NAME/NAME.py against WORLD in the WIT directory WIT_DIR.
+build_python() {
+    local name="$1" wit_dir="$2" world="$3"
+    local py_src="$here/python/$name"
+    local out="$out_dir/$name.wasm"
+    local sources
+    mapfile -t sources < <(find -L "$wit_dir" -type f -name '*.wit' | sort)
+    sources+=("$py_src/$name.py" "$requirements" "$here/build.sh")
     if ! stale "$out" "${sources[@]}"; then
-        say "text_stats.wasm is up to date"
+        say "$name.wasm is up to date"
         return
     fi
     python_toolchain
-    local work="$build_dir/text_stats"
+    local work="$build_dir/$name"
     rm -rf "$work"
     mkdir -p "$work"
 
-    say "componentize-py: python/text_stats/text_stats.py -> text_stats (world turngate:tool/tool)"
+    say "componentize-py: python/$name/$name.py -> $name (world $world)"
     # componentize-py imports the app inside its CPython-for-WASI at build time, and that CPython
     # writes __pycache__ next to the sources: build from a copy so the source tree stays untouched.
     # -p: that copy only; no VIRTUAL_ENV, so no site-packages are bundled.
     mkdir -p "$work/app"
-    cp "$py_src/text_stats.py" "$work/app/"
+    cp "$py_src/$name.py" "$work/app/"
     (cd "$work/app" && env -u VIRTUAL_ENV "$venv/bin/componentize-py" \
-        -d "$repo/wit" -w tool componentize -p "$work/app" -o "$work/raw.wasm" text_stats)
+        -d "$wit_dir" -w "$world" componentize -p "$work/app" -o "$work/raw.wasm" "$name")
 
     # CPython's runtime imports wasi:sockets, which the sandbox does not link: give those imports to
     # a stub component whose every function traps, composed into the tool.
@@ -121,7 +127,7 @@ build_text_stats() {
         sed -n -E 's/^[[:space:]]*import (wasi:sockets\/[a-z0-9-]+@[0-9.]+);$/\1/p')"
     if [[ -z "$sockets" ]]; then
         say "the component imports no wasi:sockets; nothing to stub"
-        cp "$work/raw.wasm" "$work/text_stats.wasm"
+        cp "$work/raw.wasm" "$work/$name.wasm"
     else
         say "stubbing $(wc -l <<<"$sockets") wasi:sockets imports (wasm-tools component embed --dummy + compose)"
         mkdir -p "$work/stub-wit"
@@ -135,16 +141,16 @@ build_text_stats() {
         "$wasm_tools" component embed --dummy "$work/stub-wit" -w sockets-stub -o "$work/stub.core.wasm"
         "$wasm_tools" component new "$work/stub.core.wasm" -o "$work/stub.wasm"
         # `compose` is deprecated in favour of wac, which no package registry here serves.
-        "$wasm_tools" compose "$work/raw.wasm" -d "$work/stub.wasm" -o "$work/text_stats.wasm" 2>"$work/compose.log" ||
+        "$wasm_tools" compose "$work/raw.wasm" -d "$work/stub.wasm" -o "$work/$name.wasm" 2>"$work/compose.log" ||
             {
                 cat "$work/compose.log" >&2
                 die "wasm-tools compose failed"
             }
-        if "$wasm_tools" component wit "$work/text_stats.wasm" | grep -q 'import wasi:sockets/'; then
-            die "the composed text_stats.wasm still imports wasi:sockets"
+        if "$wasm_tools" component wit "$work/$name.wasm" | grep -q 'import wasi:sockets/'; then
+            die "the composed $name.wasm still imports wasi:sockets"
         fi
     fi
-    mv -f "$work/text_stats.wasm" "$out"
+    mv -f "$work/$name.wasm" "$out"
     report "$out"
 }
 
@@ -191,6 +197,7 @@ build_csv_to_json() {
 }
 
 say "output: $out_dir; tool-chains: $toolchain"
-build_text_stats
+build_python text_stats "$repo/wit" tool
+build_python page_title "$here/python/page_title/wit" page-title
 build_csv_to_json
 say "done"
