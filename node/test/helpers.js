@@ -6,6 +6,7 @@ const fs = require('node:fs');
 const http = require('node:http');
 const os = require('node:os');
 const path = require('node:path');
+const assert = require('node:assert/strict');
 
 const turngate = require('..');
 
@@ -82,10 +83,21 @@ const ANTHROPIC_DONE = [
   ['message_stop', { type: 'message_stop' }],
 ].map(([event, data]) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`).join('');
 
+/** The second Anthropic request must carry the assistant's tool_use u1 and the user's tool_result for it. */
+function checkAnthropic(body, index) {
+  if (index === 0) return;
+  const [, assistant, results] = body.messages;
+  assert.equal(assistant.role, 'assistant');
+  assert.ok(assistant.content.some((b) => b.type === 'tool_use' && b.id === 'u1' && typeof b.input === 'object'));
+  assert.equal(results.role, 'user');
+  assert.ok(results.content.every((b) => b.type === 'tool_result'));
+  assert.ok(results.content.some((b) => b.tool_use_id === 'u1'));
+}
+
 /** A toolbox on `root` with a cache under the tests' cache directory. */
 function openToolbox(root, options = {}) {
   const cacheDir = process.env.TURNGATE_CACHE_DIR;
   return turngate.Toolbox.open({ root, ...(cacheDir ? { cacheDir } : {}), ...options });
 }
 
-module.exports = { ANTHROPIC_DONE, turngate, repo, fixture, freshRoot, toolsWith, fakeProvider, openToolbox };
+module.exports = { ANTHROPIC_DONE, checkAnthropic, turngate, repo, fixture, freshRoot, toolsWith, fakeProvider, openToolbox };

@@ -9,24 +9,13 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 
-const { ANTHROPIC_DONE, fixture, freshRoot, fakeProvider, openToolbox } = require('./helpers');
+const { ANTHROPIC_DONE, checkAnthropic, fixture, freshRoot, fakeProvider, openToolbox } = require('./helpers');
 
 /** An OpenAI Chat turn that ends the conversation. */
 const CHAT_DONE = [
   { id: 'c2', object: 'chat.completion.chunk', created: 1, model: 'gpt-seed', choices: [{ index: 0, delta: { role: 'assistant', content: 'Done.' }, finish_reason: null }] },
   { id: 'c2', object: 'chat.completion.chunk', created: 1, model: 'gpt-seed', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
 ].map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join('') + 'data: [DONE]\n\n';
-
-/** The second Anthropic request must carry the assistant's tool_use u1 and the user's tool_result for it. */
-function checkAnthropic(body, index) {
-  if (index === 0) return;
-  const [, assistant, results] = body.messages;
-  assert.equal(assistant.role, 'assistant');
-  assert.ok(assistant.content.some((b) => b.type === 'tool_use' && b.id === 'u1' && typeof b.input === 'object'));
-  assert.equal(results.role, 'user');
-  assert.ok(results.content.every((b) => b.type === 'tool_result'));
-  assert.ok(results.content.some((b) => b.tool_use_id === 'u1'));
-}
 
 function notes(root) {
   return fs.readFileSync(path.join(root, 'notes.txt'), 'utf8');
