@@ -79,6 +79,38 @@ test('openai (Chat Completions): the raw stream is gated and the history is acce
   }
 });
 
+test('openai (Responses): the raw stream is gated and the history is accepted back', async () => {
+  const { default: OpenAI } = await import('openai');
+  const check = (body, index) => {
+    if (index === 0) return;
+    const call = body.input.find((item) => item.type === 'function_call');
+    const output = body.input.find((item) => item.type === 'function_call_output');
+    assert.equal(call.call_id, 'u1');
+    assert.equal(typeof call.arguments, 'string');
+    assert.equal(output.call_id, 'u1');
+    assert.equal(typeof output.output, 'string');
+  };
+  const fake = await fakeProvider([fixture('seed/openai-responses_complete.sse')], check);
+  try {
+    const root = freshRoot();
+    const toolbox = await openToolbox(root);
+    const client = new OpenAI({ apiKey: 'test-key', baseURL: fake.url, maxRetries: 0 });
+    const input = [{ role: 'user', content: 'Update the notes.' }];
+    const request = { model: 'gpt-seed', tools: toolbox.toolDefinitions('openai-responses'), stream: true };
+    const response = await client.responses.create({ ...request, input }).asResponse();
+    const report = await toolbox.runTurn('openai-responses', response);
+    assert.equal(report.calls[0].status, 'ok');
+    assert.equal(notes(root), 'Final notes\n');
+    input.push(...report.history);
+    // The fake server answers 400 (which the SDK throws) unless the history has the call and its output.
+    const next = await client.responses.create({ ...request, input }).asResponse();
+    assert.equal(next.status, 200);
+    assert.equal(fake.requests.length, 2);
+  } finally {
+    await fake.close();
+  }
+});
+
 test('Vercel AI SDK: a custom fetch hands turngate the bytes the SDK reads', async () => {
   const { streamText, jsonSchema, tool } = await import('ai');
   const { createAnthropic } = await import('@ai-sdk/anthropic');
