@@ -254,7 +254,7 @@ fn python_page_title_fetches_only_what_its_network_grant_allows() {
     let answer: Value = serde_json::from_str(&outcome.result.unwrap()).unwrap();
     assert_eq!(answer["status"], 200, "{answer}");
     assert_eq!(answer["title"], "Ada & the Engine", "{answer}");
-    assert_eq!(*seen.lock().unwrap(), [format!("GET /pages/ada HTTP/1.1")]);
+    assert_eq!(*seen.lock().unwrap(), ["GET /pages/ada HTTP/1.1"]);
     // A declared URL outside the grant never starts the call: the server sees nothing more.
     let outcome = page_title(format!("http://127.0.0.1:{port}/private/ada"));
     match outcome.result {

@@ -1,0 +1,96 @@
+//! Errors as the JavaScript side sees them, and the panic boundary.
+//!
+//! Every error crosses as a `napi::Error` whose message is `{"class": ..., "message": ...}`; `index.js`
+//! throws the `Error` subclass of that name. A Rust panic becomes an `InternalError`, never an abort of
+//! the Node process.
+
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use serde_json::json;
+
+/// The error classes `index.js` knows, one per class of the library's errors.
+#[derive(Debug, Clone, Copy)]
+pub enum Class {
+    /// A bad argument, provider name, root or option.
+    Usage,
+    /// The policy is not valid.
+    Policy,
+    /// A tool component could not be loaded.
+    ToolLoad,
+    /// The turn broke its protocol (status `malformed`); nothing ran.
+    StreamParse,
+    /// An undo was refused or the journal failed; nothing was restored.
+    Undo,
+    /// A bug in turngate (a Rust panic), caught at the boundary.
+    Internal,
+}
+
+impl Class {
+    fn name(self) -> &'static str {
+        match self {
+            Class::Usage => "UsageError",
+            Class::Policy => "PolicyError",
+            Class::ToolLoad => "ToolLoadError",
+            Class::StreamParse => "StreamParseError",
+            Class::Undo => "UndoError",
+            Class::Internal => "InternalError",
+        }
+    }
+}
+
+/// An error of `class` with `message`, plus `extra` fields (a malformed turn's `report`).
+pub fn error_with(
+    class: Class,
+    message: impl Into<String>,
+    extra: serde_json::Value,
+) -> napi::Error {
+    let text = json!({"class": class.name(), "message": message.into(), "extra": extra});
+    napi::Error::from_reason(text.to_string())
+}
+
+/// An error of `class` with `message`.
+pub fn error(class: Class, message: impl Into<String>) -> napi::Error {
+    error_with(class, message, serde_json::Value::Null)
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    format!("turngate panicked: {message}")
+}
+
+/// Runs `work` on the JavaScript thread; a panic in it becomes an `InternalError`.
+pub fn guarded<T>(work: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
+    catch_unwind(AssertUnwindSafe(work))
+        .unwrap_or_else(|panic| Err(error(Class::Internal, panic_message(&*panic))))
+}
+
+/// Runs `work` as a task of its own on the runtime; a panic in it becomes an `InternalError`.
+pub async fn spawned<T: Send + 'static>(
+    work: impl Future<Output = napi::Result<T>> + Send + 'static,
+) -> napi::Result<T> {
+    match tokio::spawn(work).await {
+        Ok(answer) => answer,
+        Err(join) if join.is_panic() => {
+            Err(error(Class::Internal, panic_message(&*join.into_panic())))
+        }
+        Err(join) => Err(error(Class::Internal, join.to_string())),
+    }
+}
+
+/// Panics inside both boundaries, as every entry point runs the library: lets the tests check that a
+/// panic reaches JavaScript as an `InternalError`.
+#[napi_derive::napi(js_name = "_panicForTest")]
+pub fn panic_for_test(
+    env: &napi::Env,
+    in_task: bool,
+) -> napi::Result<napi::bindgen_prelude::PromiseRaw<'_, ()>> {
+    if !in_task {
+        guarded(|| -> napi::Result<()> { panic!("panic requested by the test") })?;
+    }
+    env.spawn_future(spawned(async { panic!("panic requested by the test") }))
+}
