@@ -923,6 +923,69 @@ fn each_call_of_a_turn_sees_the_effects_of_the_calls_before_it_and_the_turn_undo
     );
 }
 
+/// A killed process keeps its page cache, so a crash test alone cannot see a missing flush: this
+/// holds the record of every flush and move the dead process made (`TURNGATE_TEST_DURABLE_RECORD`,
+/// each flush by the device and inode of the descriptor flushed) against what recovery after a power
+/// loss at `point` relies on. Before the first move: the intent (the log, and the entries it is found
+/// by: the state directory's in the root, the log's in the state directory) and the new content of
+/// every file. After the last move, before the call can be marked applied: the entries of the
+/// directories the moves changed (the targets' parent, `pre/`).
+fn assert_flushed_before_crash(point: &str, ws: &Workspace, record: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let text = std::fs::read_to_string(record).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let moves = lines.iter().filter(|l| **l == "moved").count();
+    let expected_moves = match point {
+        "moved-one" => 1,
+        "moved-all" => 2,
+        _ => 0,
+    };
+    assert_eq!(moves, expected_moves, "{point}: {text}");
+    if point == "intent" {
+        return;
+    }
+    let first_move = lines
+        .iter()
+        .position(|l| *l == "moved")
+        .unwrap_or(lines.len());
+    let flushed_in = |lines: &[&str], path: &Path| {
+        let metadata = std::fs::symlink_metadata(path).unwrap();
+        lines.contains(&format!("synced {} {}", metadata.dev(), metadata.ino()).as_str())
+    };
+    let root = ws.root_path();
+    let state = root.join(turngate::root::STATE_DIR);
+    let mut needed = vec![root.clone(), state.clone(), state.join("journal.jsonl")];
+    for entry in std::fs::read_dir(state.join("staging")).unwrap() {
+        let path = entry.unwrap().path();
+        if std::fs::read(&path).unwrap() == b"PWNED" {
+            needed.push(path);
+        }
+    }
+    for name in ["a.txt", "b.txt"] {
+        if ws.read(name) == "PWNED" {
+            needed.push(root.join(name));
+        }
+    }
+    assert_eq!(needed.len(), 5, "{point}: both new files found");
+    for path in &needed {
+        assert!(
+            flushed_in(&lines[..first_move], path),
+            "{point}: `{}` was not flushed before the first move\n{text}",
+            path.display()
+        );
+    }
+    if point == "moved-all" {
+        let last_move = lines.iter().rposition(|l| *l == "moved").unwrap();
+        for path in [root.clone(), state.join("pre")] {
+            assert!(
+                flushed_in(&lines[last_move + 1..], &path),
+                "{point}: `{}` was not flushed after the moves\n{text}",
+                path.display()
+            );
+        }
+    }
+}
+
 fn turngate() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
 }
@@ -963,6 +1026,7 @@ fn a_crash_at_any_point_of_an_apply_leaves_old_or_new_content_and_an_undoable_jo
         ws.write("a.txt", "old a\n");
         ws.write("b.txt", "old b\n");
         let before = ws.tree();
+        let record = ws.dir.path().join("durable.record");
         let tools = ws.dir.path().join("tools");
         std::fs::create_dir_all(&tools).unwrap();
         std::fs::copy(
@@ -978,6 +1042,7 @@ fn a_crash_at_any_point_of_an_apply_leaves_old_or_new_content_and_an_undoable_jo
             .arg("hostile_rw")
             .arg(r#"{"attack":"write_all","path":".","arg":"a.txt,b.txt"}"#)
             .env("TURNGATE_TEST_CRASH_AT", point)
+            .env("TURNGATE_TEST_DURABLE_RECORD", &record)
             .arg("--cache-dir")
             .arg(common::test_cache_dir())
             .output()
@@ -986,6 +1051,7 @@ fn a_crash_at_any_point_of_an_apply_leaves_old_or_new_content_and_an_undoable_jo
             !out.status.success(),
             "{point}: the process was meant to die"
         );
+        assert_flushed_before_crash(point, &ws, &record);
         if !survives {
             assert!(
                 !ws.no_staging_left(),
