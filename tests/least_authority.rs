@@ -986,15 +986,69 @@ fn assert_flushed_before_crash(point: &str, ws: &Workspace, record: &Path) {
     }
 }
 
+/// Recovery moves files too (back, for a call it rolls back), and finds a dead process's moves perhaps
+/// only in the page cache: the directories the call's moves changed (the root, `pre/`) are flushed
+/// before the call's ending is (the last flush of the log).
+fn assert_recovery_flushed_its_moves(point: &str, ws: &Workspace, record: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let text = std::fs::read_to_string(record).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let synced = |path: &Path| {
+        let metadata = std::fs::symlink_metadata(path).unwrap();
+        let line = format!("synced {} {}", metadata.dev(), metadata.ino());
+        lines.iter().rposition(|l| *l == line)
+    };
+    let state = ws.root_path().join(turngate::root::STATE_DIR);
+    let ending = synced(&state.join("journal.jsonl"));
+    assert!(
+        ending.is_some(),
+        "{point}: the ending was not flushed\n{text}"
+    );
+    for path in [ws.root_path(), state.join("pre")] {
+        assert!(
+            synced(&path) < ending && synced(&path).is_some(),
+            "{point}: recovery did not flush `{}` before the ending\n{text}",
+            path.display()
+        );
+    }
+}
+
+/// Undo's moves back are flushed (the root, `pre/`) after its intent is (the last flush of the log).
+fn assert_flushed_after_the_last_log_flush(point: &str, ws: &Workspace, record: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let text = std::fs::read_to_string(record).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let synced = |path: &Path| {
+        let metadata = std::fs::symlink_metadata(path).unwrap();
+        let line = format!("synced {} {}", metadata.dev(), metadata.ino());
+        lines.iter().rposition(|l| *l == line)
+    };
+    let state = ws.root_path().join(turngate::root::STATE_DIR);
+    let intent = synced(&state.join("journal.jsonl"));
+    assert!(
+        intent.is_some(),
+        "{point}: the undo's intent was not flushed\n{text}"
+    );
+    for path in [ws.root_path(), state.join("pre")] {
+        assert!(
+            synced(&path) > intent,
+            "{point}: undo did not flush `{}` after its moves\n{text}",
+            path.display()
+        );
+    }
+}
+
 fn turngate() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
 }
 
-/// The state of a root's journal as `turngate journal` prints it.
-fn journal_states(root: &Path) -> Vec<String> {
+/// The state of a root's journal as `turngate journal` prints it (which settles what a crash left),
+/// with the record of its flushes written to `record`.
+fn journal_states(root: &Path, record: &Path) -> Vec<String> {
     let out = turngate()
         .args(["journal", "--root"])
         .arg(root)
+        .env("TURNGATE_TEST_DURABLE_RECORD", record)
         .output()
         .unwrap();
     assert!(
@@ -1059,7 +1113,9 @@ fn a_crash_at_any_point_of_an_apply_leaves_old_or_new_content_and_an_undoable_jo
             );
         }
         // The next journal operation settles what the crash left, and removes what it staged.
-        let states = journal_states(&ws.root_path());
+        let recovered = ws.dir.path().join("recovery.record");
+        let states = journal_states(&ws.root_path(), &recovered);
+        assert_recovery_flushed_its_moves(point, &ws, &recovered);
         assert!(
             ws.no_staging_left(),
             "{point}: staged files of a dead process"
@@ -1070,7 +1126,17 @@ fn a_crash_at_any_point_of_an_apply_leaves_old_or_new_content_and_an_undoable_jo
                 (ws.read("a.txt"), ws.read("b.txt")),
                 ("PWNED".into(), "PWNED".into())
             );
-            undo(&ws, UndoTarget::Last).unwrap();
+            // Undone by the CLI, with the record of its flushes: the moves back are flushed after
+            // the undo's intent (the last flush of the log), before `undone` is written.
+            let undone = ws.dir.path().join("undo.record");
+            let out = turngate()
+                .args(["undo", "--last", "--root"])
+                .arg(ws.root_path())
+                .env("TURNGATE_TEST_DURABLE_RECORD", &undone)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            assert_flushed_after_the_last_log_flush(point, &ws, &undone);
         } else {
             assert!(states.is_empty(), "{point}: {states:?}");
         }
