@@ -923,15 +923,132 @@ fn each_call_of_a_turn_sees_the_effects_of_the_calls_before_it_and_the_turn_undo
     );
 }
 
+/// A killed process keeps its page cache, so a crash test alone cannot see a missing flush: this
+/// holds the record of every flush and move the dead process made (`TURNGATE_TEST_DURABLE_RECORD`,
+/// each flush by the device and inode of the descriptor flushed) against what recovery after a power
+/// loss at `point` relies on. Before the first move: the intent (the log, and the entries it is found
+/// by: the state directory's in the root, the log's in the state directory) and the new content of
+/// every file. After the last move, before the call can be marked applied: the entries of the
+/// directories the moves changed (the targets' parent, `pre/`).
+fn assert_flushed_before_crash(point: &str, ws: &Workspace, record: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let text = std::fs::read_to_string(record).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let moves = lines.iter().filter(|l| **l == "moved").count();
+    let expected_moves = match point {
+        "moved-one" => 1,
+        "moved-all" => 2,
+        _ => 0,
+    };
+    assert_eq!(moves, expected_moves, "{point}: {text}");
+    if point == "intent" {
+        return;
+    }
+    let first_move = lines
+        .iter()
+        .position(|l| *l == "moved")
+        .unwrap_or(lines.len());
+    let flushed_in = |lines: &[&str], path: &Path| {
+        let metadata = std::fs::symlink_metadata(path).unwrap();
+        lines.contains(&format!("synced {} {}", metadata.dev(), metadata.ino()).as_str())
+    };
+    let root = ws.root_path();
+    let state = root.join(turngate::root::STATE_DIR);
+    let mut needed = vec![root.clone(), state.clone(), state.join("journal.jsonl")];
+    for entry in std::fs::read_dir(state.join("staging")).unwrap() {
+        let path = entry.unwrap().path();
+        if std::fs::read(&path).unwrap() == b"PWNED" {
+            needed.push(path);
+        }
+    }
+    for name in ["a.txt", "b.txt"] {
+        if ws.read(name) == "PWNED" {
+            needed.push(root.join(name));
+        }
+    }
+    assert_eq!(needed.len(), 5, "{point}: both new files found");
+    for path in &needed {
+        assert!(
+            flushed_in(&lines[..first_move], path),
+            "{point}: `{}` was not flushed before the first move\n{text}",
+            path.display()
+        );
+    }
+    if point == "moved-all" {
+        let last_move = lines.iter().rposition(|l| *l == "moved").unwrap();
+        for path in [root.clone(), state.join("pre")] {
+            assert!(
+                flushed_in(&lines[last_move + 1..], &path),
+                "{point}: `{}` was not flushed after the moves\n{text}",
+                path.display()
+            );
+        }
+    }
+}
+
+/// Recovery moves files too (back, for a call it rolls back), and finds a dead process's moves perhaps
+/// only in the page cache: the directories the call's moves changed (the root, `pre/`) are flushed
+/// before the call's ending is (the last flush of the log).
+fn assert_recovery_flushed_its_moves(point: &str, ws: &Workspace, record: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let text = std::fs::read_to_string(record).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let synced = |path: &Path| {
+        let metadata = std::fs::symlink_metadata(path).unwrap();
+        let line = format!("synced {} {}", metadata.dev(), metadata.ino());
+        lines.iter().rposition(|l| *l == line)
+    };
+    let state = ws.root_path().join(turngate::root::STATE_DIR);
+    let ending = synced(&state.join("journal.jsonl"));
+    assert!(
+        ending.is_some(),
+        "{point}: the ending was not flushed\n{text}"
+    );
+    for path in [ws.root_path(), state.join("pre")] {
+        assert!(
+            synced(&path) < ending && synced(&path).is_some(),
+            "{point}: recovery did not flush `{}` before the ending\n{text}",
+            path.display()
+        );
+    }
+}
+
+/// Undo's moves back are flushed (the root, `pre/`) after its intent is (the last flush of the log).
+fn assert_flushed_after_the_last_log_flush(point: &str, ws: &Workspace, record: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let text = std::fs::read_to_string(record).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let synced = |path: &Path| {
+        let metadata = std::fs::symlink_metadata(path).unwrap();
+        let line = format!("synced {} {}", metadata.dev(), metadata.ino());
+        lines.iter().rposition(|l| *l == line)
+    };
+    let state = ws.root_path().join(turngate::root::STATE_DIR);
+    let intent = synced(&state.join("journal.jsonl"));
+    assert!(
+        intent.is_some(),
+        "{point}: the undo's intent was not flushed\n{text}"
+    );
+    for path in [ws.root_path(), state.join("pre")] {
+        assert!(
+            synced(&path) > intent,
+            "{point}: undo did not flush `{}` after its moves\n{text}",
+            path.display()
+        );
+    }
+}
+
 fn turngate() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
 }
 
-/// The state of a root's journal as `turngate journal` prints it.
-fn journal_states(root: &Path) -> Vec<String> {
+/// The state of a root's journal as `turngate journal` prints it (which settles what a crash left),
+/// with the record of its flushes written to `record`.
+fn journal_states(root: &Path, record: &Path) -> Vec<String> {
     let out = turngate()
         .args(["journal", "--root"])
         .arg(root)
+        .env("TURNGATE_TEST_DURABLE_RECORD", record)
         .output()
         .unwrap();
     assert!(
@@ -963,6 +1080,7 @@ fn a_crash_at_any_point_of_an_apply_leaves_old_or_new_content_and_an_undoable_jo
         ws.write("a.txt", "old a\n");
         ws.write("b.txt", "old b\n");
         let before = ws.tree();
+        let record = ws.dir.path().join("durable.record");
         let tools = ws.dir.path().join("tools");
         std::fs::create_dir_all(&tools).unwrap();
         std::fs::copy(
@@ -978,6 +1096,7 @@ fn a_crash_at_any_point_of_an_apply_leaves_old_or_new_content_and_an_undoable_jo
             .arg("hostile_rw")
             .arg(r#"{"attack":"write_all","path":".","arg":"a.txt,b.txt"}"#)
             .env("TURNGATE_TEST_CRASH_AT", point)
+            .env("TURNGATE_TEST_DURABLE_RECORD", &record)
             .arg("--cache-dir")
             .arg(common::test_cache_dir())
             .output()
@@ -986,6 +1105,7 @@ fn a_crash_at_any_point_of_an_apply_leaves_old_or_new_content_and_an_undoable_jo
             !out.status.success(),
             "{point}: the process was meant to die"
         );
+        assert_flushed_before_crash(point, &ws, &record);
         if !survives {
             assert!(
                 !ws.no_staging_left(),
@@ -993,7 +1113,9 @@ fn a_crash_at_any_point_of_an_apply_leaves_old_or_new_content_and_an_undoable_jo
             );
         }
         // The next journal operation settles what the crash left, and removes what it staged.
-        let states = journal_states(&ws.root_path());
+        let recovered = ws.dir.path().join("recovery.record");
+        let states = journal_states(&ws.root_path(), &recovered);
+        assert_recovery_flushed_its_moves(point, &ws, &recovered);
         assert!(
             ws.no_staging_left(),
             "{point}: staged files of a dead process"
@@ -1004,7 +1126,17 @@ fn a_crash_at_any_point_of_an_apply_leaves_old_or_new_content_and_an_undoable_jo
                 (ws.read("a.txt"), ws.read("b.txt")),
                 ("PWNED".into(), "PWNED".into())
             );
-            undo(&ws, UndoTarget::Last).unwrap();
+            // Undone by the CLI, with the record of its flushes: the moves back are flushed after
+            // the undo's intent (the last flush of the log), before `undone` is written.
+            let undone = ws.dir.path().join("undo.record");
+            let out = turngate()
+                .args(["undo", "--last", "--root"])
+                .arg(ws.root_path())
+                .env("TURNGATE_TEST_DURABLE_RECORD", &undone)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            assert_flushed_after_the_last_log_flush(point, &ws, &undone);
         } else {
             assert!(states.is_empty(), "{point}: {states:?}");
         }

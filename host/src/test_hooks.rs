@@ -5,7 +5,11 @@
 //! * `TURNGATE_TEST_CRASH_AT=<point>` aborts the process at that point of an apply
 //!   (`effects/journal/apply.rs`): `intent` (the intent written, not yet durable), `durable` (the intent and
 //!   pre-images on disk, nothing moved), `moved-one` (the first change in place), `moved-all` (every
-//!   change in place, not yet marked applied).
+//!   change in place and its directories flushed, not yet marked applied).
+//! * `TURNGATE_TEST_DURABLE_RECORD=<file>` appends a line to that file for each flush the journal makes
+//!   (`synced <dev> <ino>`, of the descriptor flushed) and each change it moves into place (`moved`),
+//!   in order: what was durable at a crash point, for the crash tests to hold against what recovery
+//!   needs there (a killed process keeps its page cache, so a missing flush is otherwise invisible).
 //! * `TURNGATE_TEST_BLOCK_OPEN=<location>` makes the view's open of that file block for a minute, as a
 //!   host call on a hung filesystem would (`lower.rs`).
 //! * `TURNGATE_TEST_WORKER_CRASH_AT=<point>[@<n>]` aborts a worker the n-th time (the first without
@@ -29,6 +33,42 @@ pub(crate) fn crash_point(point: &str) {
     static AT: OnceLock<Option<String>> = OnceLock::new();
     if setting(&AT, "TURNGATE_TEST_CRASH_AT") == Some(point) {
         std::process::abort();
+    }
+}
+
+/// The record of flushes and moves, when one is asked for.
+fn durable_record() -> Option<&'static str> {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    setting(&AT, "TURNGATE_TEST_DURABLE_RECORD")
+}
+
+#[allow(clippy::disallowed_methods)] // the record is the test's own file, outside any root
+fn record(line: &str) {
+    use std::io::Write;
+    if let Some(path) = durable_record()
+        && let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let _ = writeln!(file, "{line}");
+    }
+}
+
+/// Records that `file` (a file or a directory) was just flushed.
+pub(crate) fn made_durable(file: &std::fs::File) {
+    use std::os::unix::fs::MetadataExt;
+    if durable_record().is_some()
+        && let Ok(metadata) = file.metadata()
+    {
+        record(&format!("synced {} {}", metadata.dev(), metadata.ino()));
+    }
+}
+
+/// Records that a change was just moved into place.
+pub(crate) fn moved() {
+    if durable_record().is_some() {
+        record("moved");
     }
 }
 

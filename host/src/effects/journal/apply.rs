@@ -1,12 +1,20 @@
 //! Applying a checked change set.
 //!
 //! Check every target (it must still resolve beneath the root through real directories, and be what the
-//! view first saw), write the intent, make it and the staged files durable (one `syncfs`), then move
-//! everything into place: a new file by a rename that never replaces, a replaced file by an exchange
-//! with its new content, a removed one into `pre/`. Each move is checked on what it moved (the object
-//! that arrived, [`super::moves`]): a file swapped in after the check is put back and the call fails.
-//! If the process dies at any point, the next journal operation settles the intent
-//! ([`super::recovery`]).
+//! view first saw), write the intent, make it and the staged files durable, then move everything into
+//! place: a new file by a rename that never replaces, a replaced file by an exchange with its new
+//! content, a removed one into `pre/`. Each move is checked on what it moved (the object that arrived,
+//! [`super::moves`]): a file swapped in after the check is put back and the call fails. The directories
+//! the moves changed are flushed before the call is marked applied. If the process dies at any point,
+//! the next journal operation settles the intent ([`super::recovery`]).
+//!
+//! Only what the call wrote is flushed ([`super::durable`]), never the whole filesystem: before the
+//! first move, each staged file's data and the log up to the intent (and, on a journal's first apply,
+//! the entries of the state directory and of the log); after the last, the entries of every directory
+//! a move changed (each target's parent, and `pre/`). A rename is atomic across a crash, so each
+//! target holds its old or its new file; the intent and the new content are on disk before any
+//! target can change; and no `applied` mark (nor the next call's intent after it) can reach the disk
+//! before the moves it stands for.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -14,6 +22,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use cap_std::fs::{Dir, MetadataExt};
 
+use super::durable::{sync_dir, sync_file};
 use super::log::{entry_event, state_event};
 use super::moves::{ensure_arrived, exchange, object_at, rename_checked, rename_no_replace};
 use super::{CallMeta, CallState, Journal, JournalChange, JournalEntry, journal_error};
@@ -22,7 +31,7 @@ use crate::effects::{Change, ChangeKind, ChangeSet, EffectError};
 use crate::lower::Lower;
 use crate::resolve::{Entry, EntryKind, RelPath};
 use crate::root::Root;
-use crate::test_hooks::crash_point;
+use crate::test_hooks::{crash_point, moved};
 
 impl Journal {
     /// Applies a checked change set: see the module docs for the steps. Returns the call's journal
@@ -76,7 +85,7 @@ impl Journal {
         // Written now, made durable in `perform` together with the staged files.
         self.append(&entry_event(&entry, CallState::Intent), false)?;
         self.calls.insert(seq, entry.clone());
-        let result = self.perform(&mut fresh, changes, &entry);
+        let result = self.perform(root, &mut fresh, changes, &entry);
         let state = match &result {
             Ok(()) => CallState::Applied,
             Err(_) => CallState::RolledBack,
@@ -91,70 +100,101 @@ impl Journal {
         Ok(self.calls.get(&seq).cloned())
     }
 
-    /// Makes the intent durable, then moves every change into place; on a failure, puts back what was
-    /// done.
+    /// Makes the intent durable, moves every change into place, then makes the moves durable; on a
+    /// failure, puts back what was done.
     fn perform(
         &mut self,
+        root: &Root,
         fresh: &mut Lower,
         changes: &ChangeSet,
         entry: &JournalEntry,
     ) -> Result<(), EffectError> {
         crash_point("intent");
-        self.make_durable(changes)?;
+        self.make_durable(root, changes)?;
         crash_point("durable");
         let staging = changes.staging();
         let mut done: Vec<usize> = Vec::new();
         for (index, (change, recorded)) in changes.changes().iter().zip(&entry.changes).enumerate()
         {
-            match self.move_into_place(fresh, staging, change, recorded) {
-                Ok(()) => {
-                    done.push(index);
-                    crash_point("moved-one");
+            if let Err(error) = self.move_into_place(fresh, staging, change, recorded) {
+                // A replace that failed half-way may have left the new content under its
+                // pre-image's name; it is nobody's pre-image.
+                if let Some(pre) = &entry.changes[index].pre
+                    && entry.changes[index].kind == ChangeKind::Replace
+                {
+                    let _ = self.pre.remove_file(pre);
                 }
-                Err(error) => {
-                    for &undo in done.iter().rev() {
-                        let _ = self.put_back(fresh, &entry.changes[undo]);
-                    }
-                    // A replace that failed half-way may have left the new content under its
-                    // pre-image's name; it is nobody's pre-image.
-                    if let Some(pre) = &entry.changes[index].pre
-                        && entry.changes[index].kind == ChangeKind::Replace
-                    {
-                        let _ = self.pre.remove_file(pre);
-                    }
-                    return Err(error);
-                }
+                self.put_back_all(fresh, entry, &done);
+                return Err(error);
             }
+            moved();
+            done.push(index);
+            crash_point("moved-one");
+        }
+        if let Err(error) = self.sync_moved(fresh, &entry.changes) {
+            self.put_back_all(fresh, entry, &done);
+            return Err(journal_error("cannot sync a directory", error));
         }
         crash_point("moved-all");
         Ok(())
     }
 
-    /// Makes the intent and every staged file durable before anything moves. On Linux that is one
-    /// `syncfs` of the root's filesystem (which holds both): the same single flush a native durable
-    /// write does. Elsewhere each file is synced on its own.
-    fn make_durable(&self, changes: &ChangeSet) -> Result<(), EffectError> {
-        #[cfg(target_os = "linux")]
-        {
-            let _ = changes;
-            rustix::fs::syncfs(&self.log)
-                .map_err(|e| journal_error("cannot sync the filesystem", e))
+    /// Puts back the changes of `entry` that were done (newest first), and flushes what that moved,
+    /// before the call is marked rolled back.
+    fn put_back_all(&self, fresh: &mut Lower, entry: &JournalEntry, done: &[usize]) {
+        for &undo in done.iter().rev() {
+            let _ = self.put_back(fresh, &entry.changes[undo]);
         }
-        #[cfg(not(target_os = "linux"))]
-        {
-            self.log
-                .sync_data()
-                .map_err(|e| journal_error("cannot sync the log", e))?;
-            for change in changes.changes() {
-                if let Some(staged) = change.staged() {
-                    staged
-                        .file
-                        .sync_all()
-                        .map_err(|e| EffectError::io(&change.path, &e))?;
-                }
+        let _ = self.sync_moved(fresh, &entry.changes);
+    }
+
+    /// Makes the intent and every staged file durable before anything moves: each staged file's data,
+    /// then the log (its length usually reached the disk with the first). On a journal's first apply,
+    /// also the entries the intent is found by: the log's in the state directory, and the state
+    /// directory's in the root (both may have just been made).
+    fn make_durable(&mut self, root: &Root, changes: &ChangeSet) -> Result<(), EffectError> {
+        for change in changes.changes() {
+            if let Some(staged) = change.staged() {
+                sync_file(&staged.file).map_err(|e| EffectError::io(&change.path, &e))?;
             }
-            Ok(())
         }
+        if !self.layout_durable {
+            sync_dir(&self.state)
+                .and_then(|()| sync_dir(root.dir()))
+                .map_err(|e| journal_error("cannot sync the state directory", e))?;
+            self.layout_durable = true;
+        }
+        sync_file(&self.log).map_err(|e| journal_error("cannot sync the log", e))
+    }
+
+    /// Flushes the entries of every directory that moving `changes` (into place or back) changed:
+    /// each one's parent (a directory the call made, as the parent of what it holds), and `pre/` when
+    /// one has a pre-image. The staging directory is not flushed: nothing recovery needs is found
+    /// through it (a staged file's name left there by a crash is removed with the dead process's
+    /// staging).
+    pub(super) fn sync_moved(
+        &self,
+        fresh: &mut Lower,
+        changes: &[JournalChange],
+    ) -> std::io::Result<()> {
+        let mut synced = BTreeSet::new();
+        for change in changes {
+            let Some(path) = RelPath::parse(&change.path) else {
+                continue;
+            };
+            // A parent that is gone (a directory the call made, put back) has nothing to flush.
+            let Ok((parent, _)) = parent_of(fresh, &path) else {
+                continue;
+            };
+            let metadata = parent.dir_metadata()?;
+            if synced.insert((metadata.dev(), metadata.ino())) {
+                sync_dir(&parent)?;
+            }
+        }
+        if changes.iter().any(|c| c.pre.is_some()) {
+            sync_dir(&self.pre)?;
+        }
+        Ok(())
     }
 
     fn move_into_place(

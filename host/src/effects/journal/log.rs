@@ -210,8 +210,7 @@ impl Journal {
             .write_all(&line)
             .map_err(|e| journal_error("cannot write the log", e))?;
         if durable {
-            self.log
-                .sync_data()
+            super::durable::sync_file(&self.log)
                 .map_err(|e| journal_error("cannot sync the log", e))?;
         }
         self.log_read += line.len() as u64;
@@ -237,9 +236,9 @@ impl Journal {
         let write = || -> io::Result<()> {
             let (mut file, temp) = state::create_temporary(&self.state, LOG_FILE)?;
             file.write_all(text.as_bytes())?;
-            file.sync_all()?;
+            super::durable::sync_file(&file)?;
             self.state.rename(&temp, &self.state, LOG_FILE)?;
-            super::moves::sync_dir(&self.state)
+            super::durable::sync_dir(&self.state)
         };
         write().map_err(|e| journal_error("cannot rewrite the log", e))?;
         self.reopen_log()

@@ -21,6 +21,7 @@
 //! expects its own is refused, naming it ([`EffectError::Foreign`]).
 //!
 //! The steps live apart: [`apply`] (check, make durable, move into place, each move verified),
+//! [`durable`] (the flushes),
 //! [`recovery`] (settling what a crashed process left), [`undo`], [`retention`] (pruning), and the
 //! moves themselves ([`moves`]).
 //!
@@ -28,6 +29,7 @@
 //! pruned first (they can then no longer be undone).
 
 mod apply;
+mod durable;
 mod lease;
 mod log;
 mod moves;
@@ -153,6 +155,9 @@ pub struct Journal {
     log_ino: u64,
     calls: BTreeMap<u64, JournalEntry>,
     retention: Retention,
+    /// Whether this journal has flushed the entries its first apply relies on (the state directory's
+    /// in the root, the log's in the state directory).
+    layout_durable: bool,
 }
 
 impl std::fmt::Debug for Journal {
@@ -198,6 +203,7 @@ impl Journal {
             log_ino,
             calls: BTreeMap::new(),
             retention,
+            layout_durable: false,
         };
         let guard = journal.locked()?;
         journal.remove_temporaries();

@@ -6,7 +6,7 @@
 
 use std::io;
 
-use cap_std::fs::{Dir, MetadataExt, OpenOptions};
+use cap_std::fs::{Dir, MetadataExt};
 
 /// The device and inode of the entry `name` in `dir`, not following it.
 pub(super) fn object_at(dir: &Dir, name: &str) -> io::Result<(u64, u64)> {
@@ -83,12 +83,4 @@ pub(super) fn rename_no_replace(
 fn unsupported(error: rustix::io::Errno) -> bool {
     use rustix::io::Errno;
     error == Errno::INVAL || error == Errno::NOSYS || error == Errno::NOTSUP
-}
-
-/// `fsync` of a directory, through a descriptor opened for reading (a directory handle may not allow it).
-pub(super) fn sync_dir(dir: &Dir) -> io::Result<()> {
-    let mut options = OpenOptions::new();
-    options.read(true);
-    cap_fs_ext::OpenOptionsMaybeDirExt::maybe_dir(&mut options, true);
-    dir.open_with(".", &options)?.sync_all()
 }

@@ -34,6 +34,10 @@ impl Journal {
             );
             for call in open {
                 let state = self.settle(&mut fresh, &call);
+                // What the dead process moved, and what settling moved back, reaches the disk
+                // before the call's ending does.
+                self.sync_moved(&mut fresh, &call.changes)
+                    .map_err(|e| journal_error("cannot sync a directory", e))?;
                 self.append(&state_event(call.seq, state), true)?;
                 if let Some(entry) = self.calls.get_mut(&call.seq) {
                     entry.state = state;

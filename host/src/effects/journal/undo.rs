@@ -156,6 +156,9 @@ impl Journal {
                 self.put_back(&mut fresh, change)
                     .map_err(|e| UndoError::Journal(format!("restoring `{}`: {e}", change.path)))?;
             }
+            // The moves back reach the disk before the mark that they were made.
+            self.sync_moved(&mut fresh, &call.changes)
+                .map_err(|e| UndoError::Journal(format!("cannot sync a directory: {e}")))?;
             self.append(&state_event(call.seq, CallState::Undone), false)
                 .map_err(failed)?;
             if let Some(entry) = self.calls.get_mut(&call.seq) {

@@ -1,0 +1,28 @@
+//! Flushing exactly what the journal relies on, and nothing of anybody else's: a file's data
+//! (`fdatasync`: its bytes and its size), a directory's entries (`fsync` of the directory). Each flush
+//! is recorded for the crash tests ([`crate::test_hooks::made_durable`]).
+
+use std::io;
+
+use cap_std::fs::{Dir, OpenOptions};
+
+use crate::test_hooks::made_durable;
+
+/// Makes the data of `file` durable.
+pub(super) fn sync_file(file: &std::fs::File) -> io::Result<()> {
+    file.sync_data()?;
+    made_durable(file);
+    Ok(())
+}
+
+/// Makes the entries of `dir` durable (`fsync` through a descriptor opened for reading: a directory
+/// handle may not allow it).
+pub(super) fn sync_dir(dir: &Dir) -> io::Result<()> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    cap_fs_ext::OpenOptionsMaybeDirExt::maybe_dir(&mut options, true);
+    let opened = dir.open_with(".", &options)?.into_std();
+    opened.sync_all()?;
+    made_durable(&opened);
+    Ok(())
+}
