@@ -427,6 +427,12 @@ fn a_redirect_to_a_disallowed_host_is_refused() {
 
 #[test]
 fn names_that_resolve_to_non_public_addresses_are_refused_unless_the_rule_names_the_host() {
+    // If the address check under test broke, the transport's test guard (set for every process cargo
+    // starts, `.cargo/config.toml`) still keeps the connection on loopback.
+    assert!(
+        std::env::var_os("TURNGATE_TEST_LOOPBACK_ONLY").is_some(),
+        "the loopback guard must be on for these tests"
+    );
     let server = TestServer::start();
     let port = server.port;
     // A wildcard rule (https only) does not name any host: every non-public address is refused before

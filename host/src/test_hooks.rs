@@ -10,6 +10,9 @@
 //!   (`synced <dev> <ino>`, of the descriptor flushed) and each change it moves into place (`moved`),
 //!   in order: what was durable at a crash point, for the crash tests to hold against what recovery
 //!   needs there (a killed process keeps its page cache, so a missing flush is otherwise invisible).
+//! * `TURNGATE_TEST_LOOPBACK_ONLY=1` refuses every connection to an address that is not loopback, in
+//!   the network transport (`network/transport.rs`), whatever the policy and the address checks
+//!   decided: the tests' machine may reach no other address, even when a check they exercise is broken.
 //! * `TURNGATE_TEST_BLOCK_OPEN=<location>` makes the view's open of that file block for a minute, as a
 //!   host call on a hung filesystem would (`lower.rs`).
 //! * `TURNGATE_TEST_WORKER_CRASH_AT=<point>[@<n>]` aborts a worker the n-th time (the first without
@@ -101,4 +104,10 @@ pub(crate) fn worker_point(point: &str) {
     {
         std::thread::sleep(Duration::from_millis(ms.parse().unwrap_or(0)));
     }
+}
+
+/// Whether the tests forbid connecting to `ip` (`TURNGATE_TEST_LOOPBACK_ONLY`).
+pub(crate) fn connection_forbidden(ip: std::net::IpAddr) -> bool {
+    static ONLY: OnceLock<Option<String>> = OnceLock::new();
+    setting(&ONLY, "TURNGATE_TEST_LOOPBACK_ONLY").is_some() && !ip.is_loopback()
 }

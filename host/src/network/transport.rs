@@ -28,6 +28,12 @@ pub(crate) async fn connect(
     let attempt = async {
         let mut last = None;
         for ip in addresses {
+            if crate::test_hooks::connection_forbidden(*ip) {
+                last = Some(std::io::Error::other(format!(
+                    "{ip}: not loopback, and TURNGATE_TEST_LOOPBACK_ONLY is set"
+                )));
+                continue;
+            }
             match TcpStream::connect(SocketAddr::new(*ip, port)).await {
                 Ok(stream) => {
                     let peer = stream.peer_addr()?;
