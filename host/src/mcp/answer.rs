@@ -2,7 +2,8 @@
 //!
 //! `structuredContent` is what the call did, output first: `{"output": ..., "paths": [{"path",
 //! "change"}], "status": "ok"}`, or `{"error": {"stage", "kind", "message"}, "paths": [], "status":
-//! "error"}` (named so that the output comes first in the sorted order the keys are written in). The
+//! "error"}` (named so that the output comes first in the sorted order the keys are written in), with
+//! `"requests"` (method, masked URL, address, status, bytes, approval) when the tool used the network. The
 //! text block is that same object serialized, as the MCP specification asks of a tool that returns
 //! structured content, so a client that shows the model either one shows the same thing. What only an operator needs (digests,
 //! durations, the tool's stdout and stderr) stays in the audit log and the journal. `isError` is true
@@ -32,12 +33,16 @@ fn structured(outcome: &CallOutcome) -> Value {
         .iter()
         .map(|change| json!({"path": change.path, "change": change.kind}))
         .collect();
-    match &outcome.result {
+    let mut structured = match &outcome.result {
         Ok(output) => json!({"output": output, "paths": paths, "status": "ok"}),
         Err(error) => json!({
             "error": {"stage": error.stage(), "kind": error.kind(), "message": error.to_string()},
             "paths": paths,
             "status": "error",
         }),
+    };
+    if !outcome.requests.is_empty() {
+        structured["requests"] = json!(outcome.requests);
     }
+    structured
 }
