@@ -52,6 +52,15 @@ export interface ApprovalRequest {
   changes: { path: string; kind: string; before: unknown; after: unknown }[] | null;
   /** The changes as a unified diff. */
   diff: string;
+  /** The network request a running call waits to send (`approval = "ask"` in its network table). */
+  network: {
+    method: string;
+    url: string;
+    body_bytes: number;
+    body_sha256: string;
+    /** The body's start when it is text. */
+    body_start: string | null;
+  } | null;
 }
 
 /** Only `true` lets the call apply; anything else, or a throw, denies it. */

@@ -36,6 +36,47 @@ pub struct ApprovalRequest<'a> {
     pub network: Option<&'a NetworkRequest>,
 }
 
+impl ApprovalRequest<'_> {
+    /// The request as JSON, for approvers outside Rust (the Python and Node packages): `{"id", "tool",
+    /// "input", "paths": [{"path", "access"}], "changes": null | [{"path", "kind", "before", "after"}],
+    /// "diff", "network": null | {"method", "url", "body_bytes", "body_sha256", "body_start"}}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let paths: Vec<serde_json::Value> = self
+            .paths
+            .iter()
+            .map(|(path, access)| serde_json::json!({"path": path.as_str(), "access": access}))
+            .collect();
+        let changes = self.changes.map(|set| {
+            set.changes()
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "path": c.path.as_str(), "kind": c.kind, "before": c.before, "after": c.after
+                    })
+                })
+                .collect::<Vec<_>>()
+        });
+        let network = self.network.map(|request| {
+            serde_json::json!({
+                "method": request.method,
+                "url": request.url,
+                "body_bytes": request.body_bytes,
+                "body_sha256": request.body_sha256,
+                "body_start": request.body_start,
+            })
+        });
+        serde_json::json!({
+            "id": self.id,
+            "tool": self.tool,
+            "input": self.input,
+            "paths": paths,
+            "changes": changes,
+            "diff": self.diff,
+            "network": network,
+        })
+    }
+}
+
 /// The future an [`Approver`] returns: `true` lets the call run (or its changes apply).
 pub type ApprovalFuture<'a> = Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
 
@@ -52,5 +93,37 @@ pub struct ApproveAll;
 impl Approver for ApproveAll {
     fn approve<'a>(&'a self, _: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
         Box::pin(async { true })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_as_json_shows_the_network_request_it_asks_about() {
+        let network = NetworkRequest {
+            method: "POST".into(),
+            url: "https://api.example.org/issues".into(),
+            body_bytes: 2,
+            body_sha256: "ab".repeat(32),
+            body_start: Some("{}".into()),
+        };
+        let request = ApprovalRequest {
+            id: Some("c1"),
+            tool: "github",
+            input: "{}",
+            paths: vec![(RelPath::parse("notes.txt").unwrap(), Access::Read)],
+            changes: None,
+            diff: "",
+            network: Some(&network),
+        };
+        let json = request.to_json();
+        assert_eq!(json["paths"][0]["path"], "notes.txt");
+        assert_eq!(json["changes"], serde_json::Value::Null);
+        assert_eq!(json["network"]["method"], "POST");
+        assert_eq!(json["network"]["url"], "https://api.example.org/issues");
+        assert_eq!(json["network"]["body_bytes"], 2);
+        assert_eq!(json["network"]["body_start"], "{}");
     }
 }

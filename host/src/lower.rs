@@ -132,15 +132,8 @@ impl Lower {
     /// rename that had begun has replaced. (Until then a lookup can still find a file whose link from
     /// that name is already gone, and whose link count already says so.)
     pub(crate) fn settle(&mut self, location: &RelPath) -> io::Result<()> {
-        use rustix::fs::{Mode, OFlags};
         let dir = self.dir(location)?;
-        let readable = rustix::fs::openat(
-            &*dir,
-            ".",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        if let Some(entry) = rustix::fs::Dir::new(readable)?.read() {
+        if let Some(entry) = reader(&dir)?.read() {
             entry?;
         }
         Ok(())
@@ -149,16 +142,10 @@ impl Lower {
     /// The names and kinds of the entries of the directory at `location` (not following symlinks), as
     /// `getdents` reports them (a name that is not UTF-8 cannot be shown to a WASI tool and is left out).
     pub(crate) fn list(&mut self, location: &RelPath) -> io::Result<Vec<(String, EntryKind)>> {
-        use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+        use rustix::fs::{AtFlags, FileType};
         let dir = self.dir(location)?;
-        let readable = rustix::fs::openat(
-            &*dir,
-            ".",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
         let mut entries = Vec::new();
-        for entry in rustix::fs::Dir::new(readable)? {
+        for entry in reader(&dir)? {
             let entry = entry?;
             let Ok(name) = entry.file_name().to_str() else {
                 continue;
@@ -186,6 +173,18 @@ impl Lower {
         }
         Ok(entries)
     }
+}
+
+/// A reader of the entries of `dir` (`getdents`), through a descriptor of its own opened for reading.
+fn reader(dir: &Dir) -> io::Result<rustix::fs::Dir> {
+    use rustix::fs::{Mode, OFlags};
+    let readable = rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(rustix::fs::Dir::new(readable)?)
 }
 
 impl Namespace for Lower {

@@ -5,7 +5,6 @@
 
 use napi::bindgen_prelude::Promise;
 use napi::threadsafe_function::ThreadsafeFunction;
-use serde_json::{Value, json};
 use turngate::{ApprovalFuture, ApprovalRequest, Approver};
 
 /// The JavaScript approver, callable from the runtime's threads.
@@ -16,7 +15,7 @@ pub struct NodeApprover(pub JsApprover);
 
 impl Approver for NodeApprover {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
-        let request = request_json(request).to_string();
+        let request = request.to_json().to_string();
         Box::pin(async move {
             match self.0.call_async_catch(request).await {
                 Ok(answer) => answer.await.unwrap_or(false),
@@ -24,30 +23,4 @@ impl Approver for NodeApprover {
             }
         })
     }
-}
-
-/// `{"id", "tool", "input", "paths": [{"path", "access"}], "changes": null | [{"path", "kind", "before",
-/// "after"}], "diff"}`.
-fn request_json(request: &ApprovalRequest<'_>) -> Value {
-    let paths: Vec<Value> = request
-        .paths
-        .iter()
-        .map(|(path, access)| json!({"path": path.as_str(), "access": access}))
-        .collect();
-    let changes = request.changes.map(|set| {
-        set.changes()
-            .iter()
-            .map(|c| {
-                json!({"path": c.path.as_str(), "kind": c.kind, "before": c.before, "after": c.after})
-            })
-            .collect::<Vec<_>>()
-    });
-    json!({
-        "id": request.id,
-        "tool": request.tool,
-        "input": request.input,
-        "paths": paths,
-        "changes": changes,
-        "diff": request.diff,
-    })
 }

@@ -5,7 +5,6 @@
 
 use pyo3::prelude::*;
 use pyo3::types::PyBool;
-use serde_json::{Value, json};
 use turngate::{ApprovalFuture, ApprovalRequest, Approver};
 
 use crate::convert::to_python;
@@ -15,7 +14,7 @@ pub struct PyApprover(pub Py<PyAny>);
 
 impl Approver for PyApprover {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
-        let request = request_json(request);
+        let request = request.to_json();
         Box::pin(async move {
             Python::attach(|py| {
                 let answer =
@@ -30,30 +29,4 @@ impl Approver for PyApprover {
             })
         })
     }
-}
-
-/// `{"id", "tool", "input", "paths": [{"path", "access"}], "changes": null | [{"path", "kind", "before",
-/// "after"}], "diff"}`.
-fn request_json(request: &ApprovalRequest<'_>) -> Value {
-    let paths: Vec<Value> = request
-        .paths
-        .iter()
-        .map(|(path, access)| json!({"path": path.as_str(), "access": access}))
-        .collect();
-    let changes = request.changes.map(|set| {
-        set.changes()
-            .iter()
-            .map(|c| {
-                json!({"path": c.path.as_str(), "kind": c.kind, "before": c.before, "after": c.after})
-            })
-            .collect::<Vec<_>>()
-    });
-    json!({
-        "id": request.id,
-        "tool": request.tool,
-        "input": request.input,
-        "paths": paths,
-        "changes": changes,
-        "diff": request.diff,
-    })
 }

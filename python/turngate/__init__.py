@@ -66,9 +66,18 @@ class ChangeJson(TypedDict, total=False):
     after: dict[str, Any] | None
 
 
+class NetworkRequestJson(TypedDict):
+    method: str
+    url: str
+    body_bytes: int
+    body_sha256: str
+    body_start: str | None
+
+
 class ApprovalRequest(TypedDict):
     """What an approver is asked: the call, the paths it was approved for, and the change set with its
-    unified diff (``changes`` is None when a call that only reads is asked about before it runs)."""
+    unified diff (``changes`` is None when a call that only reads is asked about before it runs), or the
+    network request a running call waits to send (``network``, under ``approval = "ask"``)."""
 
     id: str | None
     tool: str
@@ -76,6 +85,7 @@ class ApprovalRequest(TypedDict):
     paths: list[dict[str, str]]
     changes: list[ChangeJson] | None
     diff: str
+    network: NetworkRequestJson | None
 
 
 Approver = Callable[[ApprovalRequest], Union[bool, Awaitable[bool]]]
