@@ -38,6 +38,7 @@ const TEST_ONLY: &[&str] = &[
     "noop",
     "bad_schema",
     "spin_describe",
+    "busy",
     "not_a_tool",
 ];
 

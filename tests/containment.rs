@@ -4,12 +4,17 @@
 
 mod common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{Workspace, call, hash_tree, hostile};
+use common::{Workspace, build, call, hash_tree, hostile, test_cache};
 use serde_json::json;
-use turngate::{CallError, CallOutcome, Policy, RunError, ToolError};
+use turngate::{
+    CallContext, CallError, CallOutcome, Cancel, Effects, Limits, Policy, RunError, ToolError,
+    Toolbox,
+};
 
 /// Longest a contained attack may take before the test calls it uncontained (the configured wall-time
 /// limit is 1 s; without the epoch ticker a spinning guest would never return).
@@ -209,6 +214,93 @@ fn an_infinite_loop_times_out() {
         "{:?}",
         outcome.duration
     );
+}
+
+/// A toolbox holding the `busy` guest, which declares no paths: its calls run on the caller's task.
+fn busy(wall_time: Duration) -> Toolbox {
+    build(
+        Toolbox::builder()
+            .cache(test_cache())
+            .limits(Limits {
+                wall_time,
+                ..Limits::default()
+            })
+            .component_file(env!("TURNGATE_TEST_GUEST_BUSY"))
+            .unwrap(),
+    )
+}
+
+#[test]
+fn a_computing_call_without_a_view_times_out_and_leaves_the_thread_to_other_tasks() {
+    // One thread for the call and for a task that counts the milliseconds: the guest must yield to it.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ws = Workspace::new();
+    let toolbox = busy(Duration::from_secs(1));
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let outcome = runtime.block_on(async {
+        let counted = ticks.clone();
+        let counter = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        let outcome = toolbox
+            .call(&ws.root, &Policy::allow_all(), "busy", r#"{"mode":"spin"}"#)
+            .await;
+        counter.abort();
+        outcome
+    });
+    assert_eq!(sandbox_error(&outcome), "timeout");
+    assert!(
+        outcome.duration < Duration::from_secs(5),
+        "{:?}",
+        outcome.duration
+    );
+    // The guest yields every epoch tick (5 ms): about 200 ticks in its second; none if it never yielded.
+    let ticks = ticks.load(Ordering::SeqCst);
+    assert!(
+        ticks >= 20,
+        "the other task ran only {ticks} times during the call"
+    );
+}
+
+#[test]
+fn a_call_without_a_view_stops_when_cancelled_whether_it_computes_or_sleeps() {
+    // The wall-time limit is far off: only the cancellation can stop these calls early.
+    let toolbox = busy(Duration::from_secs(60));
+    let ws = Workspace::new();
+    let policy = Policy::allow_all();
+    let effects = Effects::default();
+    for mode in ["spin", "sleep"] {
+        let cancel = Cancel::new();
+        let trigger = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            trigger.cancel();
+        });
+        let mut context = CallContext::new(&ws.root, &policy, &effects);
+        context.cancel = Some(&cancel);
+        let input = json!({ "mode": mode }).to_string();
+        let outcome = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(toolbox.call_in(&mut context, "busy", &input));
+        assert!(
+            matches!(outcome.result, Err(CallError::Run(RunError::Cancelled))),
+            "{mode}: {:?}",
+            outcome.result
+        );
+        assert!(
+            outcome.duration < Duration::from_secs(30),
+            "{mode}: {:?}",
+            outcome.duration
+        );
+    }
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! `Sandbox::prepare` turns component bytes into a `Prepared` tool (an `InstancePre` of the tool world,
 //! refused if it imports anything the sandbox does not grant); `Sandbox::run` instantiates it in a new
 //! `Store` whose only filesystem is the call's [`CallView`] (none for tools without paths), calls it
-//! under the [`Limits`] on a thread of its own, and maps every way a call can end to its own
+//! under the [`Limits`] (on a call thread when it has a view, else on the caller's task), and maps every way a call can end to its own
 //! [`RunError`]. The caller waits for the wall-time limit at most (not counting the time a network
 //! request waited for the approver), whatever the guest or a host call is doing, and gets the view
 //! back (with what the call staged) only when the call returned. A component that imports `wasi:http`
@@ -23,7 +23,9 @@ mod output;
 mod threads;
 mod wasi;
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
@@ -52,8 +54,9 @@ use crate::view::CallView;
 pub use self::errors::{RunError, ToolError};
 pub use self::limits::Limits;
 
-/// How often the ticker thread advances the engine's epoch once a tool has described itself; the
-/// resolution of the wall-time limit of `describe`.
+/// How often the ticker thread advances the engine's epoch once a tool has described itself or a call
+/// ran on the caller's task; the resolution of the wall-time limit and cancellation of those, and how
+/// often their guests yield to the executor.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
 
 /// How often the wall-time clock looks again while a network request waits for the approver.
@@ -110,7 +113,7 @@ pub(crate) struct Sandbox {
     threads: CallThreads,
     /// One permit per instance slot of the pool: a call waits for one rather than fail.
     slots: Arc<tokio::sync::Semaphore>,
-    /// The epoch ticker, started at the first `describe`.
+    /// The epoch ticker, started at the first `describe` or call on the caller's task.
     ticker: Once,
 }
 
@@ -402,10 +405,15 @@ impl Sandbox {
     }
 
     /// Runs one call in a fresh instance whose only filesystem is `view` (`None`: no filesystem) and
-    /// whose only network is `network` (`None`: every request denied) and whose environment is `env`,
-    /// on a call thread. When the caller stops waiting (the wall-time limit, or `cancel`), it advances the
-    /// engine's epoch, so the guest traps at its next epoch check (see `new_store`): no thread ticks
-    /// for a call.
+    /// whose only network is `network` (`None`: every request denied) and whose environment is `env`.
+    ///
+    /// A call with a view runs on a call thread: its filesystem host calls are synchronous, so only a
+    /// thread of its own lets the caller stop waiting at the wall-time limit whatever such a call is
+    /// doing. A call without one (every host call it can make is asynchronous) runs on the caller's
+    /// task, saving the two thread hand-offs; the epoch ticker makes its guest yield every
+    /// [`EPOCH_TICK`], so the wall-time limit and `cancel` stop it even while it computes. When the
+    /// caller stops waiting (the wall-time limit, or `cancel`), it advances the engine's epoch, so the
+    /// guest traps at its next epoch check (see `new_store`).
     pub(crate) async fn run(
         &self,
         tool: &Prepared,
@@ -422,47 +430,27 @@ impl Sandbox {
             .acquire_owned()
             .await
             .expect("the semaphore is never closed");
+        let on_thread = view.is_some();
+        if !on_thread {
+            self.ticker.call_once(|| start_epoch_ticker(&self.engine));
+        }
         // Set when the caller stops waiting (the wall-time limit or a cancellation): the guest traps at
         // its next epoch check, so its instance slot is free at once even while it computes.
         let stop = Arc::new(AtomicBool::new(false));
         let (store, stdout, stderr, network) = self.new_store(view, network, env, stop.clone());
         let limits = self.limits;
-        let pre = tool.pre.clone();
-        let input = input.to_owned();
-        let (stop_thread, stopped_thread) = tokio::sync::oneshot::channel::<()>();
-        let (done, finished) = tokio::sync::oneshot::channel();
-        let runtime = tokio::runtime::Handle::current();
-        // The guest runs on a thread of its own, so the wall-time limit holds even while a host call
-        // blocks; timers (a guest's sleep) are still driven by the caller's runtime.
-        let spawned = self.threads.spawn(move || {
-            let mut store = store;
-            let result = runtime.block_on(async {
-                let work = async {
-                    let instance: Tool = pre.instantiate_async(&mut store).await?;
-                    instance.call_call(&mut store, &input).await
-                };
-                tokio::select! {
-                    result = work => Some(result),
-                    _ = stopped_thread => None,
+        let work = call_in(store, tool.pre.clone(), input.to_owned(), slot);
+        let mut running = if on_thread {
+            match self.on_call_thread(work) {
+                Ok(running) => running,
+                Err(e) => {
+                    let error = RunError::Setup(format!("cannot start the call's thread: {e}"));
+                    return self.report(Err(error), &stdout, &stderr, started, None, &network);
                 }
-            });
-            let view = store.into_data().view;
-            drop(slot);
-            let _ = done.send((result, view));
-        });
-        if let Err(e) = spawned {
-            return RunReport {
-                result: Err(RunError::Setup(format!(
-                    "cannot start the call's thread: {e}"
-                ))),
-                stdout: Bytes::new(),
-                stderr: Bytes::new(),
-                duration: started.elapsed(),
-                view: None,
-                requests: Vec::new(),
-            };
-        }
-        let mut finished = finished;
+            }
+        } else {
+            Running::Inline(Box::pin(work))
+        };
         let stopped = async {
             match cancel {
                 Some(signal) => signal.cancelled().await,
@@ -486,23 +474,22 @@ impl Sandbox {
             }
         };
         let waited = tokio::select! {
-            waited = &mut finished => Ok(waited),
+            finished = running.finished() => Ok(finished),
             () = wall_time => Err(RunError::Timeout {
                 limit: limits.wall_time,
             }),
             () = stopped => Err(RunError::Cancelled),
         };
         let (result, view) = match waited {
-            Ok(Ok((Some(result), view))) => (result, view),
-            Ok(Ok((None, _))) | Ok(Err(_)) => {
+            Ok(Some(finished)) => finished,
+            Ok(None) => {
                 let error = RunError::Setup("the call's thread ended without an answer".into());
                 return self.report(Err(error), &stdout, &stderr, started, None, &network);
             }
             Err(stopped) => {
                 stop.store(true, Ordering::SeqCst);
                 self.engine.increment_epoch();
-                let _ = stop_thread.send(());
-                let _ = tokio::time::timeout(UNWIND_GRACE, finished).await;
+                running.stop().await;
                 return self.report(Err(stopped), &stdout, &stderr, started, None, &network);
             }
         };
@@ -515,6 +502,29 @@ impl Sandbox {
             Ok(Ok(output)) => Ok(output),
         };
         self.report(result, &stdout, &stderr, started, view, &network)
+    }
+
+    /// Moves `work` to a call thread, which drives it with the caller's runtime (so timers, such as a
+    /// guest's sleep, still run there) until it finishes or is stopped.
+    fn on_call_thread<F>(&self, work: F) -> std::io::Result<Running<F>>
+    where
+        F: Future<Output = Finished> + Send + 'static,
+    {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (done, answer) = tokio::sync::oneshot::channel();
+        let runtime = tokio::runtime::Handle::current();
+        self.threads.spawn(move || {
+            let finished = runtime.block_on(async {
+                tokio::select! {
+                    finished = work => Some(finished),
+                    _ = stopped => None,
+                }
+            });
+            if let Some(finished) = finished {
+                let _ = done.send(finished);
+            }
+        })?;
+        Ok(Running::OnThread { answer, stop })
     }
 
     /// The call's report; a network limit the call exceeded is its result, whatever the guest did
@@ -594,11 +604,64 @@ impl Sandbox {
             if stop.load(Ordering::SeqCst) || Instant::now() >= deadline {
                 Ok(UpdateDeadline::Interrupt)
             } else {
-                Ok(UpdateDeadline::Continue(1))
+                // Back to the executor, so that a guest that computes on the caller's task lets the
+                // caller's wall-time limit and cancellation (and other tasks) run.
+                Ok(UpdateDeadline::Yield(1))
             }
         });
         store.set_epoch_deadline(1);
         (store, stdout, stderr, network)
+    }
+}
+
+/// What a call's instance answered (`Err`: a trap), and the view it ran with.
+type Finished = (
+    wasmtime::Result<Result<String, bindings::ToolError>>,
+    Option<CallView>,
+);
+
+/// Instantiates the tool in `store` and calls it with `input`; frees the instance slot when done.
+async fn call_in(
+    mut store: Store<CallState>,
+    pre: ToolPre<CallState>,
+    input: String,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> Finished {
+    let result = async {
+        let instance: Tool = pre.instantiate_async(&mut store).await?;
+        instance.call_call(&mut store, &input).await
+    }
+    .await;
+    let view = store.into_data().view;
+    drop(slot);
+    (result, view)
+}
+
+/// A call under way: on the caller's task, or on a call thread.
+enum Running<F> {
+    Inline(Pin<Box<F>>),
+    OnThread {
+        answer: tokio::sync::oneshot::Receiver<Finished>,
+        stop: tokio::sync::oneshot::Sender<()>,
+    },
+}
+
+impl<F: Future<Output = Finished>> Running<F> {
+    /// The call's answer; `None` if its thread ended without one.
+    async fn finished(&mut self) -> Option<Finished> {
+        match self {
+            Running::Inline(work) => Some(work.as_mut().await),
+            Running::OnThread { answer, .. } => answer.await.ok(),
+        }
+    }
+
+    /// Stops the call: an inline one is dropped on the spot (its store with it); a call thread is told
+    /// to stop and given [`UNWIND_GRACE`] to drop its store and remove its staged files.
+    async fn stop(self) {
+        if let Running::OnThread { answer, stop } = self {
+            let _ = stop.send(());
+            let _ = tokio::time::timeout(UNWIND_GRACE, answer).await;
+        }
     }
 }
 
