@@ -29,11 +29,18 @@ pub struct PyTurnDecoder {
 
 #[pymethods]
 impl PyTurnDecoder {
+    /// A decoder for `provider`'s protocol; `forced_tool_choice` and `max_output_tokens` as the request
+    /// asked (a turn whose usage reached `max_output_tokens` is truncated, whatever its stop reason).
     #[new]
-    #[pyo3(signature = (provider, *, forced_tool_choice = false))]
-    fn new(provider: &str, forced_tool_choice: bool) -> PyResult<Self> {
+    #[pyo3(signature = (provider, *, forced_tool_choice = false, max_output_tokens = None))]
+    fn new(
+        provider: &str,
+        forced_tool_choice: bool,
+        max_output_tokens: Option<u64>,
+    ) -> PyResult<Self> {
         let options = DecoderOptions {
             forced_tool_choice,
+            max_output_tokens,
             ..DecoderOptions::default()
         };
         Ok(PyTurnDecoder {
@@ -57,13 +64,20 @@ impl PyTurnDecoder {
 
     /// Ends the body and classifies the turn.
     fn finish(&self, py: Python<'_>) -> PyResult<PyTurn> {
+        Ok(self.finish_with_text(py)?.0)
+    }
+
+    /// Ends the body and classifies the turn; also returns the visible text only the end of the body
+    /// completed (a whole JSON body's text, which `feed` cannot return before the body is whole).
+    fn finish_with_text(&self, py: Python<'_>) -> PyResult<(PyTurn, Vec<String>)> {
         let decoder = self
             .decoder
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .ok_or_else(|| UsageError::new_err("this decoder is finished"))?;
-        Ok(PyTurn(detached(py, || decoder.finish())?))
+        let (turn, deltas) = detached(py, || decoder.finish_with_deltas())?;
+        Ok((PyTurn(turn), deltas.into_iter().map(|d| d.text).collect()))
     }
 }
 

@@ -107,15 +107,19 @@ def decode_turn(
     body: Body,
     *,
     forced_tool_choice: bool = False,
+    max_output_tokens: int | None = None,
     on_text: Callable[[str], object] | None = None,
 ) -> Turn:
-    """Decodes a whole response body (SSE, or what the library accepts) given whole or in chunks."""
-    decoder = TurnDecoder(provider, forced_tool_choice=forced_tool_choice)
+    """Decodes a whole response body (SSE, or a non-streamed JSON body) given whole or in chunks.
+    ``forced_tool_choice`` and ``max_output_tokens`` as the request asked: a turn whose usage reached
+    ``max_output_tokens`` was cut, whatever its stop reason. ``on_text`` sees the visible text in order
+    (a JSON body's text only at its end)."""
+    decoder = TurnDecoder(
+        provider, forced_tool_choice=forced_tool_choice, max_output_tokens=max_output_tokens
+    )
     for chunk in _chunks(body):
-        for text in decoder.feed(chunk):
-            if on_text is not None:
-                on_text(text)
-    return decoder.finish()
+        _echo(decoder.feed(chunk), on_text)
+    return _finished(decoder, on_text)
 
 
 async def adecode_turn(
@@ -123,19 +127,36 @@ async def adecode_turn(
     body: AsyncBody,
     *,
     forced_tool_choice: bool = False,
+    max_output_tokens: int | None = None,
     on_text: Callable[[str], object] | None = None,
 ) -> Turn:
     """`decode_turn` that also takes an async iterator of chunks (the async clients' ``iter_bytes()``)."""
     if not isinstance(body, AsyncIterable):
         return decode_turn(
-            provider, body, forced_tool_choice=forced_tool_choice, on_text=on_text
+            provider,
+            body,
+            forced_tool_choice=forced_tool_choice,
+            max_output_tokens=max_output_tokens,
+            on_text=on_text,
         )
-    decoder = TurnDecoder(provider, forced_tool_choice=forced_tool_choice)
+    decoder = TurnDecoder(
+        provider, forced_tool_choice=forced_tool_choice, max_output_tokens=max_output_tokens
+    )
     async for chunk in body:
-        for text in decoder.feed(chunk):
-            if on_text is not None:
-                on_text(text)
-    return decoder.finish()
+        _echo(decoder.feed(chunk), on_text)
+    return _finished(decoder, on_text)
+
+
+def _echo(texts: list[str], on_text: Callable[[str], object] | None) -> None:
+    if on_text is not None:
+        for text in texts:
+            on_text(text)
+
+
+def _finished(decoder: TurnDecoder, on_text: Callable[[str], object] | None) -> Turn:
+    turn, texts = decoder.finish_with_text()
+    _echo(texts, on_text)
+    return turn
 
 
 async def _awaited(answer: Awaitable[bool]) -> bool:
@@ -330,13 +351,18 @@ class Toolbox:
         cancel: Cancel | None = None,
         audit: bool = False,
         forced_tool_choice: bool = False,
+        max_output_tokens: int | None = None,
         on_text: Callable[[str], object] | None = None,
     ) -> dict[str, Any]:
         """Decodes the raw response body (bytes, or chunks as ``iter_bytes()`` gives them) and gates
         the turn: nothing runs unless the turn completed. ``report["history"]`` is ready to append to
         the next request's ``messages`` / ``input`` / ``contents``."""
         turn = decode_turn(
-            provider, body, forced_tool_choice=forced_tool_choice, on_text=on_text
+            provider,
+            body,
+            forced_tool_choice=forced_tool_choice,
+            max_output_tokens=max_output_tokens,
+            on_text=on_text,
         )
         return self.process_turn(
             turn,
@@ -383,11 +409,16 @@ class Toolbox:
         cancel: Cancel | None = None,
         audit: bool = False,
         forced_tool_choice: bool = False,
+        max_output_tokens: int | None = None,
         on_text: Callable[[str], object] | None = None,
     ) -> dict[str, Any]:
         """`run_turn` for async code: ``body`` may be an async iterator (the async clients' ``iter_bytes()``)."""
         turn = await adecode_turn(
-            provider, body, forced_tool_choice=forced_tool_choice, on_text=on_text
+            provider,
+            body,
+            forced_tool_choice=forced_tool_choice,
+            max_output_tokens=max_output_tokens,
+            on_text=on_text,
         )
         return await self.aprocess_turn(
             turn,
