@@ -8,55 +8,12 @@
 //! The first run needs `python3` (3.11 or later, with venv) and PyPI; later runs find the venv
 //! installed.
 
+mod binding_support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Runs `command`, failing the test with its output unless it succeeds.
-fn run(command: &mut Command, what: &str) -> String {
-    let started = Instant::now();
-    let out = command
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-    eprintln!("{what}: done in {:.1?}", started.elapsed());
-    format!("{stdout}{stderr}")
-}
-
-/// `command` without the variables cargo sets for a test run (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`,
-/// `OUT_DIR`, ...): some build scripts watch them (ring's watches both), so a nested build that saw them
-/// would rebuild those crates, and the next build from a shell would rebuild them again.
-fn as_from_a_shell(command: &mut Command) -> &mut Command {
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        let cargo_test_var = [
-            "CARGO_MANIFEST_",
-            "CARGO_PKG_",
-            "CARGO_CRATE_",
-            "CARGO_BIN_",
-            "CARGO_PRIMARY_",
-            "CARGO_TARGET_TMPDIR",
-            "CARGO_RUSTC_CURRENT_DIR",
-        ]
-        .iter()
-        .any(|prefix| name.starts_with(prefix))
-            || name == "OUT_DIR";
-        if cargo_test_var {
-            command.env_remove(name.as_ref());
-        }
-    }
-    command
-}
+use binding_support::{as_from_a_shell, repo, run};
 
 #[test]
 fn python_package_tests_pass() {

@@ -20,7 +20,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::row;
+use support::{row, write_turn};
 use turngate::providers::TurnDecoder;
 use turngate::{CacheSetting, Policy, Provider, Root, Toolbox, TurnOptions, process_turn};
 
@@ -43,40 +43,6 @@ fn samples(count: usize, mut f: impl FnMut()) -> Vec<Duration> {
             start.elapsed()
         })
         .collect()
-}
-
-/// An Anthropic turn of `calls` write_file calls, 1 KiB each, to distinct files.
-fn write_turn(calls: usize) -> String {
-    let mut s = String::new();
-    let mut event = |name: &str, data: serde_json::Value| {
-        s.push_str(&format!("event: {name}\ndata: {data}\n\n"));
-    };
-    event(
-        "message_start",
-        json!({"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"x","stop_reason":null,"usage":{"input_tokens":1,"output_tokens":1}}}),
-    );
-    let content = "x".repeat(1023) + "\n";
-    for i in 0..calls {
-        let input = json!({"path": format!("f{i}.txt"), "content": content}).to_string();
-        event(
-            "content_block_start",
-            json!({"type":"content_block_start","index":i,"content_block":{"type":"tool_use","id":format!("u{i}"),"name":"write_file","input":{}}}),
-        );
-        event(
-            "content_block_delta",
-            json!({"type":"content_block_delta","index":i,"delta":{"type":"input_json_delta","partial_json":input}}),
-        );
-        event(
-            "content_block_stop",
-            json!({"type":"content_block_stop","index":i}),
-        );
-    }
-    event(
-        "message_delta",
-        json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}),
-    );
-    event("message_stop", json!({"type":"message_stop"}));
-    s
 }
 
 /// Native: temporary file, write, fsync, rename, for every file.

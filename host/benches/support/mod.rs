@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use serde_json::json;
+
 /// The median of `samples`.
 pub fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -43,4 +45,38 @@ pub fn row(name: &str, ours: &[Duration], baseline_name: &str, baseline: &[Durat
         percentile(baseline.to_vec(), 90),
         m.as_secs_f64() / b.as_secs_f64()
     );
+}
+
+/// An Anthropic turn of `calls` write_file calls, 1 KiB each, to distinct files.
+pub fn write_turn(calls: usize) -> String {
+    let mut s = String::new();
+    let mut event = |name: &str, data: serde_json::Value| {
+        s.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    };
+    event(
+        "message_start",
+        json!({"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"x","stop_reason":null,"usage":{"input_tokens":1,"output_tokens":1}}}),
+    );
+    let content = "x".repeat(1023) + "\n";
+    for i in 0..calls {
+        let input = json!({"path": format!("f{i}.txt"), "content": content}).to_string();
+        event(
+            "content_block_start",
+            json!({"type":"content_block_start","index":i,"content_block":{"type":"tool_use","id":format!("u{i}"),"name":"write_file","input":{}}}),
+        );
+        event(
+            "content_block_delta",
+            json!({"type":"content_block_delta","index":i,"delta":{"type":"input_json_delta","partial_json":input}}),
+        );
+        event(
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":i}),
+        );
+    }
+    event(
+        "message_delta",
+        json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}),
+    );
+    event("message_stop", json!({"type":"message_stop"}));
+    s
 }

@@ -1,0 +1,101 @@
+//! What the binding tests (`tests/python.rs`, `tests/node.rs`) and the bindings bench share: commands
+//! that fail with their output, and nested cargo builds that behave as builds from a shell.
+
+#![allow(dead_code)] // each user takes its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// The repository's top directory.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Runs `command`, panicking with its output unless it succeeds; answers its stdout and stderr.
+pub fn run(command: &mut Command, what: &str) -> String {
+    let started = Instant::now();
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    eprintln!("{what}: done in {:.1?}", started.elapsed());
+    format!("{stdout}{stderr}")
+}
+
+/// `command` without the variables cargo sets for a test or bench run (`CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_*`, `OUT_DIR`, ...): some build scripts watch them (ring's watches both), so a nested
+/// build that saw them would rebuild those crates, and the next build from a shell would rebuild them
+/// again.
+pub fn as_from_a_shell(command: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let cargo_run_var = [
+            "CARGO_MANIFEST_",
+            "CARGO_PKG_",
+            "CARGO_CRATE_",
+            "CARGO_BIN_",
+            "CARGO_PRIMARY_",
+            "CARGO_TARGET_TMPDIR",
+            "CARGO_RUSTC_CURRENT_DIR",
+        ]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+            || name == "OUT_DIR";
+        if cargo_run_var {
+            command.env_remove(name.as_ref());
+        }
+    }
+    command
+}
+
+/// Builds `packages` with `cargo build` and `profile_args` (e.g. `["--release"]`), from the
+/// repository's top, and answers the shared library each of `libraries` (cargo target names, in the
+/// same order) was built as.
+pub fn build_libraries(
+    packages: &[&str],
+    profile_args: &[&str],
+    libraries: &[&str],
+) -> Vec<PathBuf> {
+    let mut command = Command::new(env!("CARGO"));
+    command.arg("build").args(profile_args);
+    for package in packages {
+        command.args(["-p", package]);
+    }
+    let messages = run(
+        as_from_a_shell(&mut command)
+            .arg("--message-format=json")
+            .current_dir(repo()),
+        &format!(
+            "cargo build {} {}",
+            profile_args.join(" "),
+            packages.join(" ")
+        ),
+    );
+    let artifacts: Vec<serde_json::Value> = messages
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .filter(|m: &serde_json::Value| m["reason"] == "compiler-artifact")
+        .collect();
+    libraries
+        .iter()
+        .map(|library| {
+            artifacts
+                .iter()
+                .filter(|m| m["target"]["name"] == *library)
+                .flat_map(|m| m["filenames"].as_array().cloned().unwrap_or_default())
+                .filter_map(|f| f.as_str().map(PathBuf::from))
+                .find(|f| {
+                    f.extension()
+                        .is_some_and(|e| e == "so" || e == "dylib" || e == "dll")
+                })
+                .unwrap_or_else(|| panic!("cargo built no {library} library"))
+        })
+        .collect()
+}
