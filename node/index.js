@@ -143,9 +143,9 @@ async function* chunksOf(body) {
 
 /** A decoded turn: how it ended (`status`, `stopReason`, `detail`), its `text`, and the whole turn. */
 class Turn {
-  constructor(nativeTurn, readError) {
-    this.native = nativeTurn;
-    const turn = JSON.parse(nativeTurn.toJsonText());
+  constructor(decoded, readError) {
+    this.native = decoded.turn;
+    const turn = JSON.parse(decoded.json);
     this.provider = turn.provider;
     this.status = turn.ending.status;
     this.stopReason = turn.ending.stop_reason ?? null;
@@ -162,9 +162,10 @@ class Turn {
 }
 
 /**
- * Decodes a provider's response body (streamed or a whole JSON body) into a `Turn`. A body that stops
- * with a read error is decoded as far as it came: its turn is cut and nothing of it will run.
- * `onText(text)` sees the visible text as it arrives.
+ * Decodes a provider's response body (streamed or a whole JSON body) into a `Turn`, off the JavaScript
+ * thread: each chunk is decoded on the addon's pool, one at a time, in order. A body that stops with a
+ * read error is decoded as far as it came: its turn is cut and nothing of it will run. `onText(text)`
+ * sees the visible text as it arrives.
  */
 async function decodeTurn(provider, body, options = {}) {
   const { forcedToolChoice = false, maxOutputTokens, onText, ...rest } = options;
@@ -175,13 +176,13 @@ async function decodeTurn(provider, body, options = {}) {
   let readError;
   try {
     for await (const chunk of chunksOf(body)) {
-      for (const text of nativeSync(() => decoder.feed(chunk))) onText?.(text);
+      for (const text of await native_(() => decoder.feed(chunk))) onText?.(text);
     }
   } catch (error) {
     if (error instanceof TurngateError) throw error;
     readError = error;
   }
-  return new Turn(nativeSync(() => decoder.finish()), readError);
+  return new Turn(await native_(() => decoder.finish()), readError);
 }
 
 function refuseUnknown(rest, where) {
@@ -300,4 +301,7 @@ module.exports = {
   UndoError,
   InternalError,
   _panicForTest: (inTask) => native_(() => native._panicForTest(Boolean(inTask))),
+  _panicOnPoolForTest: () => native_(() => native._panicOnPoolForTest()),
+  /** The addon itself, for the tests of its own checks. */
+  _native: native,
 };

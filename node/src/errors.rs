@@ -63,7 +63,8 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     format!("turngate panicked: {message}")
 }
 
-/// Runs `work` on the JavaScript thread; a panic in it becomes an `InternalError`.
+/// Runs `work` where it stands (on the JavaScript thread, or on libuv's pool in a task's `compute`); a
+/// panic in it becomes an `InternalError`.
 pub fn guarded<T>(work: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
     catch_unwind(AssertUnwindSafe(work))
         .unwrap_or_else(|panic| Err(error(Class::Internal, panic_message(&*panic))))
@@ -82,8 +83,8 @@ pub async fn spawned<T: Send + 'static>(
     }
 }
 
-/// Panics inside both boundaries, as every entry point runs the library: lets the tests check that a
-/// panic reaches JavaScript as an `InternalError`.
+/// Panics inside the boundaries of the JavaScript thread and of the runtime, as every entry point runs
+/// the library: lets the tests check that a panic reaches JavaScript as an `InternalError`.
 #[napi_derive::napi(js_name = "_panicForTest")]
 pub fn panic_for_test(
     env: &napi::Env,
@@ -93,4 +94,29 @@ pub fn panic_for_test(
         guarded(|| -> napi::Result<()> { panic!("panic requested by the test") })?;
     }
     env.spawn_future(spawned(async { panic!("panic requested by the test") }))
+}
+
+/// A task whose `compute` panics inside [`guarded`], as the decoder's tasks run the library on libuv's
+/// pool.
+pub struct PanicOnPool;
+
+#[napi_derive::napi]
+impl napi::Task for PanicOnPool {
+    type Output = ();
+    type JsValue = ();
+
+    fn compute(&mut self) -> napi::Result<()> {
+        guarded(|| -> napi::Result<()> { panic!("panic requested by the test") })
+    }
+
+    fn resolve(&mut self, _env: napi::Env, (): ()) -> napi::Result<()> {
+        Ok(())
+    }
+}
+
+/// Panics inside the boundary of a task on libuv's pool: lets the tests check that such a panic
+/// reaches JavaScript as an `InternalError` and does not abort the process.
+#[napi_derive::napi(js_name = "_panicOnPoolForTest")]
+pub fn panic_on_pool_for_test() -> napi::bindgen_prelude::AsyncTask<PanicOnPool> {
+    napi::bindgen_prelude::AsyncTask::new(PanicOnPool)
 }

@@ -1,6 +1,6 @@
 'use strict';
 // Errors are typed `Error` subclasses, and no input crashes the Node process: bad options, a bad policy,
-// bad bytes, a panic inside the addon.
+// bad bytes, a panic inside the addon (on the JavaScript thread, on the runtime, on libuv's pool).
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -59,7 +59,8 @@ test('random bytes for every provider never crash the process', async () => {
   assert.deepEqual(await toolbox.journal(), []);
 });
 
-test('a panic in the addon is an InternalError, on the JavaScript thread and in a task', async () => {
+test('a panic in the addon is an InternalError, on the JavaScript thread, in a task and on the pool', async () => {
   await assert.rejects(turngate._panicForTest(false), turngate.InternalError);
   await assert.rejects(turngate._panicForTest(true), turngate.InternalError);
+  await assert.rejects(turngate._panicOnPoolForTest(), turngate.InternalError);
 });
