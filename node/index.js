@@ -165,7 +165,7 @@ class Turn {
  * Decodes a provider's response body (streamed or a whole JSON body) into a `Turn`, off the JavaScript
  * thread: each chunk is decoded on the addon's pool, one at a time, in order. A body that stops with a
  * read error is decoded as far as it came: its turn is cut and nothing of it will run. `onText(text)`
- * sees the visible text as it arrives.
+ * sees the visible text as it arrives (a whole JSON body's at its end).
  */
 async function decodeTurn(provider, body, options = {}) {
   const { forcedToolChoice = false, maxOutputTokens, onText, ...rest } = options;
@@ -182,7 +182,9 @@ async function decodeTurn(provider, body, options = {}) {
     if (error instanceof TurngateError) throw error;
     readError = error;
   }
-  return new Turn(await native_(() => decoder.finish()), readError);
+  const decoded = await native_(() => decoder.finish());
+  for (const text of decoded.text) onText?.(text);
+  return new Turn(decoded, readError);
 }
 
 function refuseUnknown(rest, where) {

@@ -160,9 +160,13 @@ pub struct DecodedTurn {
     /// The whole decoded turn as the library serializes it (assistant content, calls, ending), as JSON
     /// text.
     pub json: String,
+    /// The visible text only the end of the body completed (a whole JSON body's text; none for a
+    /// stream), to echo after the text the feeds returned.
+    pub text: Vec<String>,
 }
 
-/// The end of the body, on the pool: the turn classified and serialized.
+/// The end of the body, on the pool: the turn classified and serialized, with the text only the end
+/// completed.
 pub struct Finish {
     /// `None` once computed.
     decoder: Option<TurnDecoder>,
@@ -170,7 +174,7 @@ pub struct Finish {
 
 #[napi]
 impl Task for Finish {
-    type Output = (Turn, String);
+    type Output = (Turn, String, Vec<String>);
     type JsValue = DecodedTurn;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
@@ -179,17 +183,22 @@ impl Task for Finish {
             .take()
             .ok_or_else(|| error(Class::Internal, "a finish task ran twice"))?;
         guarded(move || {
-            let turn = decoder.finish();
+            let (turn, deltas) = decoder.finish_with_deltas();
             let json = serde_json::to_string(&turn)
                 .map_err(|e| error(Class::Internal, format!("turn not serializable: {e}")))?;
-            Ok((turn, json))
+            Ok((turn, json, texts(deltas)))
         })
     }
 
-    fn resolve(&mut self, _env: Env, (turn, json): Self::Output) -> napi::Result<DecodedTurn> {
+    fn resolve(
+        &mut self,
+        _env: Env,
+        (turn, json, text): Self::Output,
+    ) -> napi::Result<DecodedTurn> {
         Ok(DecodedTurn {
             turn: NativeTurn(turn),
             json,
+            text,
         })
     }
 }

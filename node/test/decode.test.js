@@ -1,11 +1,11 @@
 'use strict';
 // Decoding a body from Node: off the JavaScript thread (the event loop runs while a large body decodes),
-// one chunk at a time, the visible text reaching `onText` in order.
+// one chunk at a time, the visible text reaching `onText` in order, a whole JSON body's included.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
 
-const { turngate } = require('./helpers');
+const { turngate, fixture } = require('./helpers');
 
 /** An Anthropic text turn of about `bytes` bytes, its text in deltas of 1000 characters; answers the body and the text. */
 function largeTextTurn(bytes) {
@@ -52,4 +52,29 @@ test('a chunk fed before the previous one\'s promise settled is refused: chunks 
   assert.throws(() => decoder.feed(new Uint8Array(16)), /await each feed/);
   await first;
   await decoder.feed(new Uint8Array(16));
+});
+
+for (const [provider, file, text] of [
+  ['anthropic', 'anthropic_whole_tool_use.json', 'Writing the file.'],
+  ['openai-chat', 'openai_chat_whole_tool_calls.json', 'Saving the notes.'],
+  ['openai-responses', 'openai_responses_whole_function_call.json', 'Saving now.'],
+  ['gemini', 'gemini_whole_generate_content.json', 'Writing the file.'],
+]) {
+  test(`${provider}: a whole JSON body's text reaches onText, once, at its end`, async () => {
+    const seen = [];
+    const turn = await turngate.decodeTurn(provider, fixture(`streams/constructed/${file}`), {
+      onText: (delta) => seen.push(delta),
+    });
+    assert.equal(turn.status, 'completed');
+    assert.equal(turn.text, text);
+    assert.deepEqual(seen, [text]);
+  });
+}
+
+test('a stream\'s text reaches onText as it arrives, and none of it again at the end', async () => {
+  const seen = [];
+  await turngate.decodeTurn('anthropic', fixture('seed/anthropic_complete.sse'), {
+    onText: (delta) => seen.push(delta),
+  });
+  assert.deepEqual(seen, ["I'll update the notes."]);
 });
