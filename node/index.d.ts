@@ -1,164 +1,404 @@
-// Type declarations of the package `turngate` (index.js).
-
-export type Provider = 'anthropic' | 'openai-chat' | 'openai-responses' | 'gemini';
-
-export type TurnStatus =
-  | 'completed'
-  | 'truncated'
-  | 'refused'
-  | 'filtered'
-  | 'errored'
-  | 'malformed'
-  | 'incomplete';
-
-/** What `runTurn` and `decodeTurn` read: a `Response`, its body, chunks, or the whole body. */
-export type Body =
-  | Uint8Array
-  | ArrayBuffer
-  | string
-  | Response
-  | ReadableStream<Uint8Array>
-  | AsyncIterable<Uint8Array | string>
-  | Iterable<Uint8Array | string>;
-
-export interface ToolboxOptions {
-  /** The directory every call is confined to. */
-  root: string;
-  /** A policy file (TOML). */
-  policyFile?: string;
-  /** A policy as TOML text or an object of the same tables. Without one, every tool may act anywhere in the root. */
-  policy?: string | Record<string, unknown>;
-  /** Also load every `*.wasm` tool component in this directory. */
-  toolsDir?: string;
-  /** Load only the components `toolsDir/turngate.lock` pins. */
-  locked?: boolean;
-  /** Load the bundled tools (default true). */
-  bundled?: boolean;
-  timeoutMs?: number;
-  memoryMib?: number;
-  maxOutput?: number;
-  cacheDir?: string;
-  /** Cache precompiled components on disk (default true). */
-  cache?: boolean;
+export namespace _testing {
+    export function panic(inTask: boolean): Promise<undefined>;
+    export function panicOnPool(): Promise<void>;
+    export { native };
 }
-
-export interface ApprovalRequest {
-  id: string | null;
-  tool: string;
-  /** The input exactly as the model sent it. */
-  input: string;
-  paths: { path: string; access: string }[];
-  /** What the call would change; `null` when asked before a call that only reads. */
-  changes: { path: string; kind: string; before: unknown; after: unknown }[] | null;
-  /** The changes as a unified diff. */
-  diff: string;
-  /** The network request a running call waits to send (`approval = "ask"` in its network table). */
-  network: {
+export type Provider = "anthropic" | "openai-chat" | "openai-responses" | "gemini";
+/**
+ * How a turn ended; nothing runs unless `completed`.
+ */
+export type TurnStatus = "completed" | "truncated" | "refused" | "filtered" | "errored" | "malformed" | "incomplete";
+/**
+ * What `runTurn` and `decodeTurn` read: a `Response`, its body, chunks, or the whole body.
+ */
+export type Body = Uint8Array | ArrayBuffer | string | Response | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>;
+export type ToolboxOptions = {
+    /**
+     * The directory every call is confined to.
+     */
+    root: string;
+    /**
+     * A policy file (TOML).
+     */
+    policyFile?: string | undefined;
+    /**
+     * A policy as TOML text or an object of the same
+     * tables. Without one, every tool may act anywhere in the root.
+     */
+    policy?: string | Record<string, unknown> | undefined;
+    /**
+     * Also load every `*.wasm` tool component in this directory.
+     */
+    toolsDir?: string | undefined;
+    /**
+     * Load only the components `toolsDir/turngate.lock` pins.
+     */
+    locked?: boolean | undefined;
+    /**
+     * Load the bundled tools (default true).
+     */
+    bundled?: boolean | undefined;
+    /**
+     * Each call's wall-time limit.
+     */
+    timeoutMs?: number | undefined;
+    /**
+     * Each call's memory limit.
+     */
+    memoryMib?: number | undefined;
+    /**
+     * Each call's output limit, in bytes.
+     */
+    maxOutput?: number | undefined;
+    /**
+     * Where precompiled components are cached.
+     */
+    cacheDir?: string | undefined;
+    /**
+     * Cache precompiled components on disk (default true).
+     */
+    cache?: boolean | undefined;
+};
+/**
+ * A path a call would touch, and how.
+ */
+export type PathAccess = {
+    path: string;
+    access: string;
+};
+/**
+ * One change a call would make (or made).
+ */
+export type Change = {
+    path: string;
+    kind: string;
+    before: unknown;
+    after: unknown;
+};
+/**
+ * The network request a running call waits to send (`approval = "ask"` in its network table).
+ */
+export type NetworkRequest = {
     method: string;
     url: string;
     body_bytes: number;
     body_sha256: string;
-    /** The body's start when it is text. */
+    /**
+     * The body's start when it is text.
+     */
     body_start: string | null;
-  } | null;
-}
-
-/** Only `true` lets the call apply; anything else, or a throw, denies it. */
+};
+/**
+ * What an approver is asked.
+ */
+export type ApprovalRequest = {
+    id: string | null;
+    tool: string;
+    /**
+     * The input exactly as the model sent it.
+     */
+    input: string;
+    paths: PathAccess[];
+    /**
+     * What the call would change; `null` when asked before a call that
+     * only reads.
+     */
+    changes: Change[] | null;
+    /**
+     * The changes as a unified diff.
+     */
+    diff: string;
+    /**
+     * The network request a running call waits to send.
+     */
+    network: NetworkRequest | null;
+};
+/**
+ * Only `true` lets the call apply; anything else, or a throw, denies it.
+ */
 export type Approver = (request: ApprovalRequest) => boolean | Promise<boolean>;
-
-export interface CallOptions {
-  approver?: Approver;
-  review?: boolean;
-  callId?: string;
-  turnId?: string;
-  signal?: AbortSignal;
-}
-
-export interface DecodeOptions {
-  forcedToolChoice?: boolean;
-  maxOutputTokens?: number;
-  onText?: (text: string) => void;
-}
-
-export interface TurnOptions {
-  approver?: Approver;
-  review?: boolean;
-  turnId?: string;
-  audit?: boolean;
-  signal?: AbortSignal;
-}
-
-/** A call's outcome, as `turngate call` prints it. */
-export interface CallOutcome {
-  tool: string;
-  status: 'ok' | 'error';
-  output?: string;
-  error?: { stage: string; kind: string; message: string };
-  changes: unknown[];
-  [field: string]: unknown;
-}
-
-export interface CallReport {
-  kind: string;
-  id: string | null;
-  name: string;
-  status: string;
-  reason: string | null;
-  changes: { path: string; kind: string }[];
-}
-
-/** A turn's report, as `turngate run` prints it. */
-export interface TurnReport {
-  turn: { id: string; status: TurnStatus; stop_reason: string | null; detail: string };
-  calls: CallReport[];
-  /** Provider-native messages (or items, or contents) to append to the next request. */
-  history: any[];
-  audit?: unknown[];
-}
-
-export interface JournalEntry {
-  seq: number;
-  call_id: string | null;
-  turn: string | null;
-  tool: string;
-  state: string;
-  changes: unknown[];
-  [field: string]: unknown;
-}
-
-export type UndoTarget = { last: true } | { call: string } | { turn: string } | { seq: number };
-
-export class Turn {
-  readonly provider: Provider;
-  readonly status: TurnStatus;
-  readonly stopReason: string | null;
-  readonly detail: string;
-  readonly text: string;
-  /** The error reading the body ended with (then the turn is cut), or `undefined`. */
-  readonly readError: unknown;
-  toJSON(): unknown;
-}
-
-export function decodeTurn(provider: Provider, body: Body, options?: DecodeOptions): Promise<Turn>;
-
+export type CallOptions = {
+    approver?: Approver | undefined;
+    /**
+     * Ask the approver with the call's change set and diff before applying.
+     */
+    review?: boolean | undefined;
+    /**
+     * The call's ID in the journal.
+     */
+    callId?: string | undefined;
+    /**
+     * The turn's ID in the journal.
+     */
+    turnId?: string | undefined;
+    /**
+     * Aborting stops the call; nothing is applied.
+     */
+    signal?: AbortSignal | undefined;
+};
+export type DecodeOptions = {
+    /**
+     * The request forced a named tool (OpenAI Chat).
+     */
+    forcedToolChoice?: boolean | undefined;
+    /**
+     * The request's output limit: a turn that reached it is truncated.
+     */
+    maxOutputTokens?: number | undefined;
+    /**
+     * Sees the visible text as it arrives.
+     */
+    onText?: ((text: string) => void) | undefined;
+};
+export type TurnOptions = {
+    approver?: Approver | undefined;
+    /**
+     * Ask the approver with each call's change set and diff before applying.
+     */
+    review?: boolean | undefined;
+    /**
+     * The turn's ID in the journal.
+     */
+    turnId?: string | undefined;
+    /**
+     * Add the audit records to the report.
+     */
+    audit?: boolean | undefined;
+    /**
+     * Aborting stops the running call (nothing applied) and the calls after it.
+     */
+    signal?: AbortSignal | undefined;
+};
+/**
+ * Why a call produced no output.
+ */
+export type CallError = {
+    stage: "gate" | "approval" | "tool" | "sandbox" | "apply";
+    kind: string;
+    message: string;
+};
+/**
+ * A call's outcome, as `turngate call` prints it.
+ */
+export type CallOutcomeFields = {
+    tool: string;
+    status: "ok" | "error";
+    output?: string | undefined;
+    error?: CallError | undefined;
+    changes: Change[];
+    stdout: string;
+    stderr: string;
+    duration_ms: number;
+};
+/**
+ * A call's outcome, as `turngate call` prints it (with the network requests it made, when any).
+ */
+export type CallOutcome = CallOutcomeFields & Record<string, unknown>;
+/**
+ * The verdict on one call of a turn.
+ */
+export type CallReport = {
+    kind: string;
+    id: string | null;
+    name: string;
+    status: string;
+    reason: string | null;
+    changes: {
+        path: string;
+        kind: string;
+    }[];
+};
+/**
+ * A turn's report, as `turngate run` prints it.
+ */
+export type TurnReport = {
+    turn: {
+        id: string;
+        status: TurnStatus;
+        stop_reason: string | null;
+        detail: string;
+    };
+    calls: CallReport[];
+    /**
+     * Provider-native messages (or items, or contents) to append to the next request.
+     */
+    history: any[];
+    audit?: unknown[] | undefined;
+};
+/**
+ * One entry of the root's journal.
+ */
+export type JournalEntryFields = {
+    seq: number;
+    call_id: string | null;
+    turn: string | null;
+    tool: string;
+    state: string;
+    changes: unknown[];
+};
+/**
+ * One entry of the root's journal: an applied (or undone) call.
+ */
+export type JournalEntry = JournalEntryFields & Record<string, unknown>;
+export type UndoTarget = {
+    last: true;
+} | {
+    call: string;
+} | {
+    turn: string;
+} | {
+    seq: number;
+};
+/** Tools, a root, a policy and the root's journal. Make one with `await Toolbox.open({...})`. */
 export class Toolbox {
-  static open(options: ToolboxOptions): Promise<Toolbox>;
-  readonly root: string;
-  readonly toolNames: string[];
-  toolDefinitions(provider: Provider): any[];
-  call(tool: string, input: string | Record<string, unknown>, options?: CallOptions): Promise<CallOutcome>;
-  processTurn(turn: Turn, options?: TurnOptions): Promise<TurnReport>;
-  runTurn(provider: Provider, body: Body, options?: DecodeOptions & TurnOptions): Promise<TurnReport>;
-  journal(): Promise<JournalEntry[]>;
-  undo(target: UndoTarget): Promise<JournalEntry[]>;
+    /**
+     * Loads the tools and opens the root. Options: `root` (required), `policyFile` (a TOML file) or
+     * `policy` (TOML text or an object of the same tables), `toolsDir`, `locked`, `bundled` (default
+     * true), `timeoutMs`, `memoryMib`, `maxOutput`, `cacheDir`, `cache` (default true).
+     * @param {ToolboxOptions} options
+     * @returns {Promise<Toolbox>}
+     */
+    static open(options: ToolboxOptions): Promise<Toolbox>;
+    /**
+     * @private
+     * @param {import('./native').NativeToolbox} nativeToolbox
+     */
+    private constructor();
+    /**
+     * The root every call is confined to.
+     * @returns {string}
+     */
+    get root(): string;
+    /**
+     * The loaded tools' names.
+     * @returns {string[]}
+     */
+    get toolNames(): string[];
+    /**
+     * The tools as `provider`'s request expects them (its `tools`).
+     * @param {Provider} provider
+     * @returns {any[]}
+     */
+    toolDefinitions(provider: Provider): any[];
+    /**
+     * Runs one call as `turngate call` does: gate, sandbox, approval, apply. `input` is an object or JSON
+     * text. Options: `approver`, `review`, `callId`, `turnId`, `signal`. Resolves with the outcome
+     * (`{tool, status, output | error: {stage, kind, message}, changes, ...}`); an aborted call applies
+     * nothing and resolves `cancelled`.
+     * @param {string} tool
+     * @param {string | Record<string, unknown>} input
+     * @param {CallOptions} [options]
+     * @returns {Promise<CallOutcome>}
+     */
+    call(tool: string, input: string | Record<string, unknown>, options?: CallOptions): Promise<CallOutcome>;
+    /**
+     * Gates a turn as `turngate run` does. `turn` is a `Turn` from `decodeTurn`. Options: `approver`,
+     * `review`, `turnId`, `audit`, `signal`. Resolves with the report: `{turn: {id, status, stop_reason,
+     * detail}, calls: [...], history: [...]}`, the history in the provider's own shape, ready to append to
+     * the next request. A malformed turn throws `StreamParseError` (nothing ran; `.report`).
+     * @param {Turn} turn
+     * @param {TurnOptions} [options]
+     * @returns {Promise<TurnReport>}
+     */
+    processTurn(turn: Turn, options?: TurnOptions): Promise<TurnReport>;
+    /**
+     * Decodes `body` (see `decodeTurn`) and gates the turn: the raw response of `fetch` or an SDK's
+     * `.asResponse()`, its `body`, chunks, or a whole JSON body. Options: those of `decodeTurn` and of
+     * `processTurn`.
+     * @param {Provider} provider
+     * @param {Body} body
+     * @param {DecodeOptions & TurnOptions} [options]
+     * @returns {Promise<TurnReport>}
+     */
+    runTurn(provider: Provider, body: Body, options?: DecodeOptions & TurnOptions): Promise<TurnReport>;
+    /**
+     * The root's journal, oldest first: one entry per applied (or undone) call.
+     * @returns {Promise<JournalEntry[]>}
+     */
+    journal(): Promise<JournalEntry[]>;
+    /**
+     * Undoes applied calls: `{last: true}`, `{call: ID}`, `{turn: ID}` or `{seq: N}`. Resolves with the
+     * calls undone, newest first; throws `UndoError` when a file changed since or nothing matches (then
+     * nothing is restored).
+     * @param {UndoTarget} target
+     * @returns {Promise<JournalEntry[]>}
+     */
+    undo(target: UndoTarget): Promise<JournalEntry[]>;
+    #private;
 }
-
-export class TurngateError extends Error {}
-export class UsageError extends TurngateError {}
-export class PolicyError extends UsageError {}
-export class ToolLoadError extends UsageError {}
+/** A decoded turn: how it ended (`status`, `stopReason`, `detail`), its `text`, and the whole turn. */
+export class Turn {
+    /**
+     * @private
+     * @param {import('./native').DecodedTurn} decoded
+     * @param {unknown} readError
+     */
+    private constructor();
+    /** @readonly @type {Provider} */
+    readonly provider: Provider;
+    /** @readonly @type {TurnStatus} */
+    readonly status: TurnStatus;
+    /** @readonly @type {string | null} */
+    readonly stopReason: string | null;
+    /** @readonly @type {string} */
+    readonly detail: string;
+    /** @readonly @type {string} */
+    readonly text: string;
+    /**
+     * The error reading the body ended with (then the turn is cut), or `undefined`.
+     * @readonly
+     */
+    readonly readError: unknown;
+    /**
+     * The whole decoded turn as the library serializes it.
+     * @returns {unknown}
+     */
+    toJSON(): unknown;
+    #private;
+}
+/**
+ * Decodes a provider's response body (streamed or a whole JSON body) into a `Turn`, off the JavaScript
+ * thread: each chunk is decoded on the addon's pool, one at a time, in order. A body that stops with a
+ * read error is decoded as far as it came: its turn is cut and nothing of it will run. `onText(text)`
+ * sees the visible text as it arrives (a whole JSON body's at its end).
+ * @param {Provider} provider
+ * @param {Body} body
+ * @param {DecodeOptions} [options]
+ * @returns {Promise<Turn>}
+ */
+export function decodeTurn(provider: Provider, body: Body, options?: DecodeOptions): Promise<Turn>;
+/** Every error turngate throws. */
+export class TurngateError extends Error {
+    /**
+     * @param {string} [message]
+     * @param {ErrorOptions} [options]
+     */
+    constructor(message?: string, options?: ErrorOptions);
+}
+/** A bad argument, provider name, root or option. */
+export class UsageError extends TurngateError {
+}
+/** The policy (a file, TOML text or an object) is not valid; nothing was loaded or run. */
+export class PolicyError extends UsageError {
+}
+/** A tool component could not be loaded (not a tool, a bad descriptor, not pinned by the lock). */
+export class ToolLoadError extends UsageError {
+}
+/** The turn broke its protocol (status `malformed`): nothing ran. The report is `.report`. */
 export class StreamParseError extends TurngateError {
-  readonly report: TurnReport;
+    /**
+     * @param {string} message
+     * @param {TurnReport} report
+     */
+    constructor(message: string, report: TurnReport);
+    /** @readonly */
+    readonly report: TurnReport;
 }
-export class UndoError extends TurngateError {}
-export class InternalError extends TurngateError {}
+/** An undo was refused (a file changed since, or nothing to undo); nothing was restored. */
+export class UndoError extends TurngateError {
+}
+/** A bug in turngate (a Rust panic), caught at the boundary. */
+export class InternalError extends TurngateError {
+}
+declare const native: typeof import("./native");
+export {};

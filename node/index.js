@@ -3,20 +3,31 @@
 // face in Node's style. Everything here translates: bodies in any form to chunks for the library's
 // decoder, JSON text to objects, `AbortSignal` to a cancellation, the addon's errors to `Error`
 // subclasses. The gate, the sandbox, approval and the journal are the library's.
+//
+// The JSDoc types here are the package's declarations: `scripts/types.js` generates `index.d.ts` from
+// them with tsc, which checks this file against the addon's declarations (`native.d.ts`, generated
+// from the Rust by napi-rs).
 
 const path = require('node:path');
 
-/** The addon: `turngate.node` beside this file, or the file TURNGATE_NODE_ADDON names (the tests' build). */
+/**
+ * The addon: `turngate.node` beside this file, or the file TURNGATE_NODE_ADDON names (the tests' build).
+ * @returns {typeof import('./native')}
+ */
 function loadAddon() {
   const addon = { exports: {} };
   process.dlopen(addon, process.env.TURNGATE_NODE_ADDON || path.join(__dirname, 'turngate.node'));
-  return addon.exports;
+  return /** @type {typeof import('./native')} */ (addon.exports);
 }
 
 const native = loadAddon();
 
 /** Every error turngate throws. */
 class TurngateError extends Error {
+  /**
+   * @param {string} [message]
+   * @param {ErrorOptions} [options]
+   */
   constructor(message, options) {
     super(message, options);
     this.name = new.target.name;
@@ -29,37 +40,54 @@ class PolicyError extends UsageError {}
 /** A tool component could not be loaded (not a tool, a bad descriptor, not pinned by the lock). */
 class ToolLoadError extends UsageError {}
 /** The turn broke its protocol (status `malformed`): nothing ran. The report is `.report`. */
-class StreamParseError extends TurngateError {}
+class StreamParseError extends TurngateError {
+  /**
+   * @param {string} message
+   * @param {TurnReport} report
+   */
+  constructor(message, report) {
+    super(message);
+    /** @readonly */
+    this.report = report;
+  }
+}
 /** An undo was refused (a file changed since, or nothing to undo); nothing was restored. */
 class UndoError extends TurngateError {}
 /** A bug in turngate (a Rust panic), caught at the boundary. */
 class InternalError extends TurngateError {}
 
+/** @type {Record<string, typeof TurngateError>} */
 const classes = {
   UsageError,
   PolicyError,
   ToolLoadError,
-  StreamParseError,
   UndoError,
   InternalError,
 };
 
-/** The addon's error (message `{"class", "message", "extra"}`) as its class; anything else as it is. */
+/**
+ * The addon's error (message `{"class", "message", "extra"}`) as its class; anything else as it is.
+ * @param {unknown} error
+ * @returns {unknown}
+ */
 function translated(error) {
   let parsed;
   try {
-    parsed = JSON.parse(error.message);
+    parsed = JSON.parse(/** @type {Error} */ (error).message);
   } catch {
     return error;
   }
-  const Class = parsed && classes[parsed.class];
-  if (!Class) return error;
-  const typed = new Class(parsed.message);
-  if (parsed.class === 'StreamParseError') typed.report = parsed.extra;
-  return typed;
+  if (parsed && parsed.class === 'StreamParseError') return new StreamParseError(parsed.message, parsed.extra);
+  const Class = parsed && Object.hasOwn(classes, parsed.class) ? classes[parsed.class] : undefined;
+  return Class ? new Class(parsed.message) : error;
 }
 
-/** Runs `work` (which calls the addon); rethrows the addon's errors as their classes. */
+/**
+ * Runs `work` (which calls the addon); rethrows the addon's errors as their classes.
+ * @template T
+ * @param {() => T | Promise<T>} work
+ * @returns {Promise<T>}
+ */
 async function native_(work) {
   try {
     return await work();
@@ -68,6 +96,12 @@ async function native_(work) {
   }
 }
 
+/**
+ * Runs `work` (which calls the addon) on this thread; rethrows the addon's errors as their classes.
+ * @template T
+ * @param {() => T} work
+ * @returns {T}
+ */
 function nativeSync(work) {
   try {
     return work();
@@ -76,7 +110,11 @@ function nativeSync(work) {
   }
 }
 
-/** The user's approver as the addon calls it: JSON text in, a promise of exactly `true` to approve. */
+/**
+ * The user's approver as the addon calls it: JSON text in, a promise of exactly `true` to approve.
+ * @param {Approver | undefined} approver
+ * @returns {((request: string) => Promise<boolean>) | undefined}
+ */
 function bridged(approver) {
   if (approver === undefined || approver === null) return undefined;
   if (typeof approver !== 'function') throw new UsageError('approver must be a function');
@@ -90,7 +128,11 @@ function bridged(approver) {
   };
 }
 
-/** A cancellation set when `signal` aborts; `done()` stops listening. */
+/**
+ * A cancellation set when `signal` aborts; `done()` stops listening.
+ * @param {AbortSignal | undefined} signal
+ * @returns {{ cancel: import('./native').NativeCancel | undefined, done: () => void }}
+ */
 function cancellation(signal) {
   if (signal === undefined || signal === null) return { cancel: undefined, done() {} };
   if (typeof signal.addEventListener !== 'function') {
@@ -103,6 +145,10 @@ function cancellation(signal) {
   return { cancel, done: () => signal.removeEventListener('abort', onAbort) };
 }
 
+/**
+ * @param {unknown} chunk
+ * @returns {Uint8Array}
+ */
 function asBytes(chunk) {
   if (chunk instanceof Uint8Array) return chunk;
   if (typeof chunk === 'string') return Buffer.from(chunk, 'utf8');
@@ -113,6 +159,8 @@ function asBytes(chunk) {
 /**
  * The chunks of a body: a `Uint8Array` or string (whole), a `Response` (its body), a
  * `ReadableStream<Uint8Array>`, or an (async) iterable of chunks.
+ * @param {any} body
+ * @returns {AsyncGenerator<Uint8Array, void, undefined>}
  */
 async function* chunksOf(body) {
   if (body instanceof Uint8Array || typeof body === 'string' || body instanceof ArrayBuffer) {
@@ -141,23 +189,59 @@ async function* chunksOf(body) {
   }
 }
 
+/**
+ * The two ways into a `Turn` this module has and its users have not: making one (`decodeTurn`) and
+ * reaching its addon turn (`processTurn`). `Turn`'s static block sets them.
+ * @type {(decoded: import('./native').DecodedTurn, readError: unknown) => Turn}
+ */
+let newTurn;
+/** @type {(turn: Turn) => import('./native').NativeTurn} */
+let nativeTurnOf;
+
 /** A decoded turn: how it ended (`status`, `stopReason`, `detail`), its `text`, and the whole turn. */
 class Turn {
+  /** @type {import('./native').NativeTurn} */
+  #native;
+  /** @type {unknown} */
+  #decoded;
+
+  /**
+   * @private
+   * @param {import('./native').DecodedTurn} decoded
+   * @param {unknown} readError
+   */
   constructor(decoded, readError) {
-    this.native = decoded.turn;
+    this.#native = decoded.turn;
     const turn = JSON.parse(decoded.json);
+    this.#decoded = turn;
+    /** @readonly @type {Provider} */
     this.provider = turn.provider;
+    /** @readonly @type {TurnStatus} */
     this.status = turn.ending.status;
+    /** @readonly @type {string | null} */
     this.stopReason = turn.ending.stop_reason ?? null;
+    /** @readonly @type {string} */
     this.detail = turn.ending.detail;
+    /** @readonly @type {string} */
     this.text = turn.text;
-    /** The error reading the body ended with (then the turn is cut), or `undefined`. */
+    /**
+     * The error reading the body ended with (then the turn is cut), or `undefined`.
+     * @readonly
+     */
     this.readError = readError;
-    this.decoded = turn;
   }
 
+  static {
+    newTurn = (decoded, readError) => new Turn(decoded, readError);
+    nativeTurnOf = (turn) => turn.#native;
+  }
+
+  /**
+   * The whole decoded turn as the library serializes it.
+   * @returns {unknown}
+   */
   toJSON() {
-    return this.decoded;
+    return this.#decoded;
   }
 }
 
@@ -166,6 +250,10 @@ class Turn {
  * thread: each chunk is decoded on the addon's pool, one at a time, in order. A body that stops with a
  * read error is decoded as far as it came: its turn is cut and nothing of it will run. `onText(text)`
  * sees the visible text as it arrives (a whole JSON body's at its end).
+ * @param {Provider} provider
+ * @param {Body} body
+ * @param {DecodeOptions} [options]
+ * @returns {Promise<Turn>}
  */
 async function decodeTurn(provider, body, options = {}) {
   const { forcedToolChoice = false, maxOutputTokens, onText, ...rest } = options;
@@ -184,9 +272,13 @@ async function decodeTurn(provider, body, options = {}) {
   }
   const decoded = await native_(() => decoder.finish());
   for (const text of decoded.text) onText?.(text);
-  return new Turn(decoded, readError);
+  return newTurn(decoded, readError);
 }
 
+/**
+ * @param {object} rest
+ * @param {string} where
+ */
 function refuseUnknown(rest, where) {
   const unknown = Object.keys(rest);
   if (unknown.length > 0) throw new UsageError(`${where}: unknown option ${unknown.join(', ')}`);
@@ -194,14 +286,23 @@ function refuseUnknown(rest, where) {
 
 /** Tools, a root, a policy and the root's journal. Make one with `await Toolbox.open({...})`. */
 class Toolbox {
+  /** @type {import('./native').NativeToolbox} */
+  #native;
+
+  /**
+   * @private
+   * @param {import('./native').NativeToolbox} nativeToolbox
+   */
   constructor(nativeToolbox) {
-    this.native = nativeToolbox;
+    this.#native = nativeToolbox;
   }
 
   /**
    * Loads the tools and opens the root. Options: `root` (required), `policyFile` (a TOML file) or
    * `policy` (TOML text or an object of the same tables), `toolsDir`, `locked`, `bundled` (default
    * true), `timeoutMs`, `memoryMib`, `maxOutput`, `cacheDir`, `cache` (default true).
+   * @param {ToolboxOptions} options
+   * @returns {Promise<Toolbox>}
    */
   static async open(options) {
     if (!options || typeof options.root !== 'string') {
@@ -210,19 +311,29 @@ class Toolbox {
     return new Toolbox(await native_(() => native.openToolbox(JSON.stringify(options))));
   }
 
-  /** The root every call is confined to. */
+  /**
+   * The root every call is confined to.
+   * @returns {string}
+   */
   get root() {
-    return this.native.root;
+    return this.#native.root;
   }
 
-  /** The loaded tools' names. */
+  /**
+   * The loaded tools' names.
+   * @returns {string[]}
+   */
   get toolNames() {
-    return this.native.toolNames;
+    return this.#native.toolNames;
   }
 
-  /** The tools as `provider`'s request expects them (its `tools`). */
+  /**
+   * The tools as `provider`'s request expects them (its `tools`).
+   * @param {Provider} provider
+   * @returns {any[]}
+   */
   toolDefinitions(provider) {
-    return JSON.parse(nativeSync(() => this.native.toolDefinitions(String(provider))));
+    return JSON.parse(nativeSync(() => this.#native.toolDefinitions(String(provider))));
   }
 
   /**
@@ -230,6 +341,10 @@ class Toolbox {
    * text. Options: `approver`, `review`, `callId`, `turnId`, `signal`. Resolves with the outcome
    * (`{tool, status, output | error: {stage, kind, message}, changes, ...}`); an aborted call applies
    * nothing and resolves `cancelled`.
+   * @param {string} tool
+   * @param {string | Record<string, unknown>} input
+   * @param {CallOptions} [options]
+   * @returns {Promise<CallOutcome>}
    */
   async call(tool, input, options = {}) {
     const { approver, signal, ...rest } = options;
@@ -237,7 +352,7 @@ class Toolbox {
     const { cancel, done } = cancellation(signal);
     try {
       const answer = await native_(() =>
-        this.native.call(String(tool), text, JSON.stringify(rest), bridged(approver), cancel),
+        this.#native.call(String(tool), text, JSON.stringify(rest), bridged(approver), cancel),
       );
       return JSON.parse(answer);
     } finally {
@@ -250,6 +365,9 @@ class Toolbox {
    * `review`, `turnId`, `audit`, `signal`. Resolves with the report: `{turn: {id, status, stop_reason,
    * detail}, calls: [...], history: [...]}`, the history in the provider's own shape, ready to append to
    * the next request. A malformed turn throws `StreamParseError` (nothing ran; `.report`).
+   * @param {Turn} turn
+   * @param {TurnOptions} [options]
+   * @returns {Promise<TurnReport>}
    */
   async processTurn(turn, options = {}) {
     if (!(turn instanceof Turn)) throw new UsageError('processTurn needs a Turn from decodeTurn');
@@ -257,7 +375,7 @@ class Toolbox {
     const { cancel, done } = cancellation(signal);
     try {
       const answer = await native_(() =>
-        this.native.processTurn(turn.native, JSON.stringify(rest), bridged(approver), cancel),
+        this.#native.processTurn(nativeTurnOf(turn), JSON.stringify(rest), bridged(approver), cancel),
       );
       return JSON.parse(answer);
     } finally {
@@ -269,6 +387,10 @@ class Toolbox {
    * Decodes `body` (see `decodeTurn`) and gates the turn: the raw response of `fetch` or an SDK's
    * `.asResponse()`, its `body`, chunks, or a whole JSON body. Options: those of `decodeTurn` and of
    * `processTurn`.
+   * @param {Provider} provider
+   * @param {Body} body
+   * @param {DecodeOptions & TurnOptions} [options]
+   * @returns {Promise<TurnReport>}
    */
   async runTurn(provider, body, options = {}) {
     const { forcedToolChoice, maxOutputTokens, onText, ...rest } = options;
@@ -276,34 +398,202 @@ class Toolbox {
     return this.processTurn(turn, rest);
   }
 
-  /** The root's journal, oldest first: one entry per applied (or undone) call. */
+  /**
+   * The root's journal, oldest first: one entry per applied (or undone) call.
+   * @returns {Promise<JournalEntry[]>}
+   */
   async journal() {
-    return JSON.parse(await native_(() => this.native.journal()));
+    return JSON.parse(await native_(() => this.#native.journal()));
   }
 
   /**
    * Undoes applied calls: `{last: true}`, `{call: ID}`, `{turn: ID}` or `{seq: N}`. Resolves with the
    * calls undone, newest first; throws `UndoError` when a file changed since or nothing matches (then
    * nothing is restored).
+   * @param {UndoTarget} target
+   * @returns {Promise<JournalEntry[]>}
    */
   async undo(target) {
-    return JSON.parse(await native_(() => this.native.undo(JSON.stringify(target ?? {}))));
+    return JSON.parse(await native_(() => this.#native.undo(JSON.stringify(target ?? {}))));
   }
 }
 
-module.exports = {
-  Toolbox,
-  Turn,
-  decodeTurn,
-  TurngateError,
-  UsageError,
-  PolicyError,
-  ToolLoadError,
-  StreamParseError,
-  UndoError,
-  InternalError,
-  _panicForTest: (inTask) => native_(() => native._panicForTest(Boolean(inTask))),
-  _panicOnPoolForTest: () => native_(() => native._panicOnPoolForTest()),
-  /** The addon itself, for the tests of its own checks. */
-  _native: native,
+exports.Toolbox = Toolbox;
+exports.Turn = Turn;
+exports.decodeTurn = decodeTurn;
+exports.TurngateError = TurngateError;
+exports.UsageError = UsageError;
+exports.PolicyError = PolicyError;
+exports.ToolLoadError = ToolLoadError;
+exports.StreamParseError = StreamParseError;
+exports.UndoError = UndoError;
+exports.InternalError = InternalError;
+/** For the package's own tests: panics inside the addon's boundaries, and the addon itself. */
+exports._testing = {
+  /** @param {boolean} inTask */
+  panic: (inTask) => native_(() => native._panicForTest(Boolean(inTask))),
+  panicOnPool: () => native_(() => native._panicOnPoolForTest()),
+  native,
 };
+
+// The package's types.
+/** @typedef {'anthropic' | 'openai-chat' | 'openai-responses' | 'gemini'} Provider */
+
+/**
+ * How a turn ended; nothing runs unless `completed`.
+ * @typedef {'completed' | 'truncated' | 'refused' | 'filtered' | 'errored' | 'malformed' | 'incomplete'} TurnStatus
+ */
+
+/**
+ * What `runTurn` and `decodeTurn` read: a `Response`, its body, chunks, or the whole body.
+ * @typedef {Uint8Array | ArrayBuffer | string | Response | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>} Body
+ */
+
+/**
+ * @typedef {object} ToolboxOptions
+ * @property {string} root The directory every call is confined to.
+ * @property {string} [policyFile] A policy file (TOML).
+ * @property {string | Record<string, unknown>} [policy] A policy as TOML text or an object of the same
+ *   tables. Without one, every tool may act anywhere in the root.
+ * @property {string} [toolsDir] Also load every `*.wasm` tool component in this directory.
+ * @property {boolean} [locked] Load only the components `toolsDir/turngate.lock` pins.
+ * @property {boolean} [bundled] Load the bundled tools (default true).
+ * @property {number} [timeoutMs] Each call's wall-time limit.
+ * @property {number} [memoryMib] Each call's memory limit.
+ * @property {number} [maxOutput] Each call's output limit, in bytes.
+ * @property {string} [cacheDir] Where precompiled components are cached.
+ * @property {boolean} [cache] Cache precompiled components on disk (default true).
+ */
+
+/**
+ * A path a call would touch, and how.
+ * @typedef {object} PathAccess
+ * @property {string} path
+ * @property {string} access
+ */
+
+/**
+ * One change a call would make (or made).
+ * @typedef {object} Change
+ * @property {string} path
+ * @property {string} kind
+ * @property {unknown} before
+ * @property {unknown} after
+ */
+
+/**
+ * The network request a running call waits to send (`approval = "ask"` in its network table).
+ * @typedef {object} NetworkRequest
+ * @property {string} method
+ * @property {string} url
+ * @property {number} body_bytes
+ * @property {string} body_sha256
+ * @property {string | null} body_start The body's start when it is text.
+ */
+
+/**
+ * What an approver is asked.
+ * @typedef {object} ApprovalRequest
+ * @property {string | null} id
+ * @property {string} tool
+ * @property {string} input The input exactly as the model sent it.
+ * @property {PathAccess[]} paths
+ * @property {Change[] | null} changes What the call would change; `null` when asked before a call that
+ *   only reads.
+ * @property {string} diff The changes as a unified diff.
+ * @property {NetworkRequest | null} network The network request a running call waits to send.
+ */
+
+/**
+ * Only `true` lets the call apply; anything else, or a throw, denies it.
+ * @typedef {(request: ApprovalRequest) => boolean | Promise<boolean>} Approver
+ */
+
+/**
+ * @typedef {object} CallOptions
+ * @property {Approver} [approver]
+ * @property {boolean} [review] Ask the approver with the call's change set and diff before applying.
+ * @property {string} [callId] The call's ID in the journal.
+ * @property {string} [turnId] The turn's ID in the journal.
+ * @property {AbortSignal} [signal] Aborting stops the call; nothing is applied.
+ */
+
+/**
+ * @typedef {object} DecodeOptions
+ * @property {boolean} [forcedToolChoice] The request forced a named tool (OpenAI Chat).
+ * @property {number} [maxOutputTokens] The request's output limit: a turn that reached it is truncated.
+ * @property {(text: string) => void} [onText] Sees the visible text as it arrives.
+ */
+
+/**
+ * @typedef {object} TurnOptions
+ * @property {Approver} [approver]
+ * @property {boolean} [review] Ask the approver with each call's change set and diff before applying.
+ * @property {string} [turnId] The turn's ID in the journal.
+ * @property {boolean} [audit] Add the audit records to the report.
+ * @property {AbortSignal} [signal] Aborting stops the running call (nothing applied) and the calls after it.
+ */
+
+/**
+ * Why a call produced no output.
+ * @typedef {object} CallError
+ * @property {'gate' | 'approval' | 'tool' | 'sandbox' | 'apply'} stage
+ * @property {string} kind
+ * @property {string} message
+ */
+
+/**
+ * A call's outcome, as `turngate call` prints it.
+ * @typedef {object} CallOutcomeFields
+ * @property {string} tool
+ * @property {'ok' | 'error'} status
+ * @property {string} [output]
+ * @property {CallError} [error]
+ * @property {Change[]} changes
+ * @property {string} stdout
+ * @property {string} stderr
+ * @property {number} duration_ms
+ */
+
+/**
+ * A call's outcome, as `turngate call` prints it (with the network requests it made, when any).
+ * @typedef {CallOutcomeFields & Record<string, unknown>} CallOutcome
+ */
+
+/**
+ * The verdict on one call of a turn.
+ * @typedef {object} CallReport
+ * @property {string} kind
+ * @property {string | null} id
+ * @property {string} name
+ * @property {string} status
+ * @property {string | null} reason
+ * @property {{ path: string, kind: string }[]} changes
+ */
+
+/**
+ * A turn's report, as `turngate run` prints it.
+ * @typedef {object} TurnReport
+ * @property {{ id: string, status: TurnStatus, stop_reason: string | null, detail: string }} turn
+ * @property {CallReport[]} calls
+ * @property {any[]} history Provider-native messages (or items, or contents) to append to the next request.
+ * @property {unknown[]} [audit]
+ */
+
+/**
+ * One entry of the root's journal.
+ * @typedef {object} JournalEntryFields
+ * @property {number} seq
+ * @property {string | null} call_id
+ * @property {string | null} turn
+ * @property {string} tool
+ * @property {string} state
+ * @property {unknown[]} changes
+ */
+
+/**
+ * One entry of the root's journal: an applied (or undone) call.
+ * @typedef {JournalEntryFields & Record<string, unknown>} JournalEntry
+ */
+
+/** @typedef {{ last: true } | { call: string } | { turn: string } | { seq: number }} UndoTarget */

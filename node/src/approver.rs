@@ -7,7 +7,8 @@ use napi::bindgen_prelude::Promise;
 use napi::threadsafe_function::ThreadsafeFunction;
 use turngate::{ApprovalFuture, ApprovalRequest, Approver};
 
-/// The JavaScript approver, callable from the runtime's threads.
+/// The JavaScript approver, callable from the runtime's threads. The `#[napi]` signatures that take one
+/// spell the type out: napi's type generator does not see through an alias.
 pub type JsApprover = ThreadsafeFunction<String, Promise<bool>, String, napi::Status, false>;
 
 /// An approver calling back into JavaScript.

@@ -39,6 +39,106 @@ fn lock(slot: &SharedSlot) -> MutexGuard<'_, Slot> {
     slot.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+// The tasks come before the methods that answer them: napi's type generator learns a task's
+// JavaScript type from its `#[napi] impl Task` as it goes.
+
+fn texts(deltas: Vec<TextDelta>) -> Vec<String> {
+    deltas.into_iter().map(|d| d.text).collect()
+}
+
+/// One chunk through the library's decoder on the pool; the decoder goes back to its slot when the
+/// result reaches the JavaScript thread (or is dropped, the slot done, after a panic).
+pub struct Feed {
+    slot: SharedSlot,
+    /// `None` once back in its slot.
+    decoder: Option<TurnDecoder>,
+    chunk: Vec<u8>,
+}
+
+#[napi]
+impl Task for Feed {
+    type Output = Vec<String>;
+    type JsValue = Vec<String>;
+
+    fn compute(&mut self) -> napi::Result<Vec<String>> {
+        let decoder = self
+            .decoder
+            .as_mut()
+            .ok_or_else(|| error(Class::Internal, "a feed task ran without its decoder"))?;
+        let chunk = std::mem::take(&mut self.chunk);
+        guarded(|| Ok(texts(decoder.feed(&chunk))))
+    }
+
+    fn resolve(&mut self, _env: Env, texts: Vec<String>) -> napi::Result<Vec<String>> {
+        let decoder = self
+            .decoder
+            .take()
+            .ok_or_else(|| error(Class::Internal, "a feed task resolved twice"))?;
+        *lock(&self.slot) = Slot::Idle(decoder);
+        Ok(texts)
+    }
+
+    fn reject(&mut self, _env: Env, panicked: napi::Error) -> napi::Result<Vec<String>> {
+        *lock(&self.slot) = Slot::Done;
+        Err(panicked)
+    }
+}
+
+/// A decoded turn: how it ended and what it asked for.
+#[napi]
+pub struct NativeTurn(pub(crate) Turn);
+
+/// What finishing the body gives.
+#[napi(object, object_from_js = false)]
+pub struct DecodedTurn {
+    /// The turn, for the toolbox to gate.
+    pub turn: NativeTurn,
+    /// The whole decoded turn as the library serializes it (assistant content, calls, ending), as JSON
+    /// text.
+    pub json: String,
+    /// The visible text only the end of the body completed (a whole JSON body's text; none for a
+    /// stream), to echo after the text the feeds returned.
+    pub text: Vec<String>,
+}
+
+/// The end of the body, on the pool: the turn classified and serialized, with the text only the end
+/// completed.
+pub struct Finish {
+    /// `None` once computed.
+    decoder: Option<TurnDecoder>,
+}
+
+#[napi]
+impl Task for Finish {
+    type Output = (Turn, String, Vec<String>);
+    type JsValue = DecodedTurn;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        let decoder = self
+            .decoder
+            .take()
+            .ok_or_else(|| error(Class::Internal, "a finish task ran twice"))?;
+        guarded(move || {
+            let (turn, deltas) = decoder.finish_with_deltas();
+            let json = serde_json::to_string(&turn)
+                .map_err(|e| error(Class::Internal, format!("turn not serializable: {e}")))?;
+            Ok((turn, json, texts(deltas)))
+        })
+    }
+
+    fn resolve(
+        &mut self,
+        _env: Env,
+        (turn, json, text): Self::Output,
+    ) -> napi::Result<DecodedTurn> {
+        Ok(DecodedTurn {
+            turn: NativeTurn(turn),
+            json,
+            text,
+        })
+    }
+}
+
 /// Decodes one streamed (or whole) response body, chunk by chunk, off the JavaScript thread.
 #[napi]
 pub struct NativeDecoder {
@@ -109,100 +209,3 @@ impl NativeDecoder {
         }
     }
 }
-
-fn texts(deltas: Vec<TextDelta>) -> Vec<String> {
-    deltas.into_iter().map(|d| d.text).collect()
-}
-
-/// One chunk through the library's decoder on the pool; the decoder goes back to its slot when the
-/// result reaches the JavaScript thread (or is dropped, the slot done, after a panic).
-pub struct Feed {
-    slot: SharedSlot,
-    /// `None` once back in its slot.
-    decoder: Option<TurnDecoder>,
-    chunk: Vec<u8>,
-}
-
-#[napi]
-impl Task for Feed {
-    type Output = Vec<String>;
-    type JsValue = Vec<String>;
-
-    fn compute(&mut self) -> napi::Result<Vec<String>> {
-        let decoder = self
-            .decoder
-            .as_mut()
-            .ok_or_else(|| error(Class::Internal, "a feed task ran without its decoder"))?;
-        let chunk = std::mem::take(&mut self.chunk);
-        guarded(|| Ok(texts(decoder.feed(&chunk))))
-    }
-
-    fn resolve(&mut self, _env: Env, texts: Vec<String>) -> napi::Result<Vec<String>> {
-        let decoder = self
-            .decoder
-            .take()
-            .ok_or_else(|| error(Class::Internal, "a feed task resolved twice"))?;
-        *lock(&self.slot) = Slot::Idle(decoder);
-        Ok(texts)
-    }
-
-    fn reject(&mut self, _env: Env, panicked: napi::Error) -> napi::Result<Vec<String>> {
-        *lock(&self.slot) = Slot::Done;
-        Err(panicked)
-    }
-}
-
-/// What finishing the body gives.
-#[napi(object, object_from_js = false)]
-pub struct DecodedTurn {
-    /// The turn, for the toolbox to gate.
-    pub turn: NativeTurn,
-    /// The whole decoded turn as the library serializes it (assistant content, calls, ending), as JSON
-    /// text.
-    pub json: String,
-    /// The visible text only the end of the body completed (a whole JSON body's text; none for a
-    /// stream), to echo after the text the feeds returned.
-    pub text: Vec<String>,
-}
-
-/// The end of the body, on the pool: the turn classified and serialized, with the text only the end
-/// completed.
-pub struct Finish {
-    /// `None` once computed.
-    decoder: Option<TurnDecoder>,
-}
-
-#[napi]
-impl Task for Finish {
-    type Output = (Turn, String, Vec<String>);
-    type JsValue = DecodedTurn;
-
-    fn compute(&mut self) -> napi::Result<Self::Output> {
-        let decoder = self
-            .decoder
-            .take()
-            .ok_or_else(|| error(Class::Internal, "a finish task ran twice"))?;
-        guarded(move || {
-            let (turn, deltas) = decoder.finish_with_deltas();
-            let json = serde_json::to_string(&turn)
-                .map_err(|e| error(Class::Internal, format!("turn not serializable: {e}")))?;
-            Ok((turn, json, texts(deltas)))
-        })
-    }
-
-    fn resolve(
-        &mut self,
-        _env: Env,
-        (turn, json, text): Self::Output,
-    ) -> napi::Result<DecodedTurn> {
-        Ok(DecodedTurn {
-            turn: NativeTurn(turn),
-            json,
-            text,
-        })
-    }
-}
-
-/// A decoded turn: how it ended and what it asked for.
-#[napi]
-pub struct NativeTurn(pub(crate) Turn);

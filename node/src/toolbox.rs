@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use napi::Env;
-use napi::bindgen_prelude::PromiseRaw;
+use napi::bindgen_prelude::{Promise, PromiseRaw};
+use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 use serde_json::Value;
 use turngate::effects::journal::{CallState, UndoError as LibUndoError};
@@ -17,7 +18,7 @@ use turngate::{
     TurnHooks, TurnOptions, TurnStatus, UndoTarget, process_turn_with,
 };
 
-use crate::approver::{JsApprover, NodeApprover};
+use crate::approver::NodeApprover;
 use crate::decoder::{NativeTurn, parse_provider};
 use crate::errors::{Class, error, error_with, spawned};
 
@@ -198,7 +199,7 @@ impl NativeToolbox {
         tool: String,
         input: String,
         options: String,
-        approver: Option<JsApprover>,
+        approver: Option<ThreadsafeFunction<String, Promise<bool>, String, napi::Status, false>>,
         cancel: Option<&NativeCancel>,
     ) -> napi::Result<PromiseRaw<'env, String>> {
         let state = Arc::clone(&self.0);
@@ -227,7 +228,7 @@ impl NativeToolbox {
         env: &'env Env,
         turn: &NativeTurn,
         options: String,
-        approver: Option<JsApprover>,
+        approver: Option<ThreadsafeFunction<String, Promise<bool>, String, napi::Status, false>>,
         cancel: Option<&NativeCancel>,
     ) -> napi::Result<PromiseRaw<'env, String>> {
         let state = Arc::clone(&self.0);

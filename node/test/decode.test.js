@@ -47,7 +47,7 @@ test('a large body decodes off the JavaScript thread: the event loop runs before
 });
 
 test('a chunk fed before the previous one\'s promise settled is refused: chunks go in one at a time', async () => {
-  const decoder = new turngate._native.NativeDecoder('anthropic', false, null);
+  const decoder = new turngate._testing.native.NativeDecoder('anthropic', false, null);
   const first = decoder.feed(new Uint8Array(16));
   assert.throws(() => decoder.feed(new Uint8Array(16)), /await each feed/);
   await first;

@@ -60,7 +60,7 @@ test('random bytes for every provider never crash the process', async () => {
 });
 
 test('a panic in the addon is an InternalError, on the JavaScript thread, in a task and on the pool', async () => {
-  await assert.rejects(turngate._panicForTest(false), turngate.InternalError);
-  await assert.rejects(turngate._panicForTest(true), turngate.InternalError);
-  await assert.rejects(turngate._panicOnPoolForTest(), turngate.InternalError);
+  await assert.rejects(turngate._testing.panic(false), turngate.InternalError);
+  await assert.rejects(turngate._testing.panic(true), turngate.InternalError);
+  await assert.rejects(turngate._testing.panicOnPool(), turngate.InternalError);
 });
