@@ -1,8 +1,10 @@
 //! The Node package (`node/`) tested from Node: `npm ci` installs the pinned dev dependencies from
 //! `node/package-lock.json` into `node/node_modules` (without running the package's own install script),
 //! a nested `cargo build -p turngate-node` builds the addon in the dev profile, sharing the workspace's
-//! target directory (only napi and the addon itself are compiled again), and `node --test` runs
-//! `node/test/`. Any failing test, or no test run, fails this test.
+//! target directory (only napi and the addon itself are compiled again), `node scripts/types.js --check`
+//! checks that the generated declarations (`native.d.ts` from the type definitions that build wrote,
+//! `index.d.ts` from index.js's JSDoc) are current and that a typed use of the whole surface compiles,
+//! and `node --test` runs `node/test/`. Any failing test, or no test run, fails this test.
 //!
 //! Needs `node` (20 or later) and `npm` on the PATH, and the npm registry on the first run.
 
@@ -55,14 +57,24 @@ fn as_from_a_shell(command: &mut Command) -> &mut Command {
     command
 }
 
-/// Builds the addon (dev profile) and copies it to `dest` as `turngate.node`.
-fn build_addon(dest: &Path) -> PathBuf {
-    let messages = run(
-        as_from_a_shell(&mut Command::new(env!("CARGO")))
-            .args(["build", "-p", "turngate-node", "--message-format=json"])
-            .current_dir(repo()),
-        "cargo build -p turngate-node (dev profile)",
-    );
+/// Builds the addon (dev profile) and copies it to `dest` as `turngate.node`; napi-derive writes the
+/// addon's type definitions into `type_defs` as it compiles.
+fn build_addon(dest: &Path, type_defs: &Path) -> PathBuf {
+    std::fs::create_dir_all(type_defs).unwrap();
+    let mut build = Command::new(env!("CARGO"));
+    as_from_a_shell(&mut build)
+        .args(["build", "-p", "turngate-node", "--message-format=json"])
+        .env("NAPI_TYPE_DEF_TMP_FOLDER", type_defs)
+        .current_dir(repo());
+    // The folder is always the same, so the build is fresh whenever the addon's code is; only an
+    // emptied folder needs the addon compiled again to fill it.
+    if !type_defs.join("turngate-node").exists() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        build.env("NAPI_FORCE_BUILD_TURNGATE_NODE", now.as_nanos().to_string());
+    }
+    let messages = run(&mut build, "cargo build -p turngate-node (dev profile)");
     let built = messages
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
@@ -89,13 +101,21 @@ fn build_addon(dest: &Path) -> PathBuf {
 #[test]
 fn node_package_tests_pass() {
     let dest = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("node-tests");
-    let addon = build_addon(&dest);
+    let type_defs = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("node-type-defs");
+    let addon = build_addon(&dest, &type_defs);
     let node = repo().join("node");
     run(
         Command::new("npm")
             .args(["ci", "--ignore-scripts", "--no-audit", "--no-fund"])
             .current_dir(&node),
         "npm ci (needs npm and the npm registry)",
+    );
+    run(
+        Command::new("node")
+            .args(["scripts/types.js", "--check", "--type-defs"])
+            .arg(&type_defs)
+            .current_dir(&node),
+        "node scripts/types.js --check (the generated declarations are current)",
     );
     let report = run(
         Command::new("node")
