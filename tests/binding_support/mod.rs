@@ -55,47 +55,26 @@ pub fn as_from_a_shell(command: &mut Command) -> &mut Command {
     command
 }
 
-/// Builds `packages` with `cargo build` and `profile_args` (e.g. `["--release"]`), from the
-/// repository's top, and answers the shared library each of `libraries` (cargo target names, in the
-/// same order) was built as.
-pub fn build_libraries(
-    packages: &[&str],
-    profile_args: &[&str],
-    libraries: &[&str],
-) -> Vec<PathBuf> {
+/// `cargo`, as the build running this test or bench found it, started from the repository's top as
+/// from a shell (see [`as_from_a_shell`]).
+pub fn cargo() -> Command {
     let mut command = Command::new(env!("CARGO"));
-    command.arg("build").args(profile_args);
-    for package in packages {
-        command.args(["-p", package]);
-    }
-    let messages = run(
-        as_from_a_shell(&mut command)
-            .arg("--message-format=json")
-            .current_dir(repo()),
-        &format!(
-            "cargo build {} {}",
-            profile_args.join(" "),
-            packages.join(" ")
-        ),
-    );
-    let artifacts: Vec<serde_json::Value> = messages
+    as_from_a_shell(&mut command).current_dir(repo());
+    command
+}
+
+/// The shared library cargo built for the target `library`, from the output of a `cargo build
+/// --message-format=json`.
+pub fn built_library(messages: &str, library: &str) -> PathBuf {
+    messages
         .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .filter(|m: &serde_json::Value| m["reason"] == "compiler-artifact")
-        .collect();
-    libraries
-        .iter()
-        .map(|library| {
-            artifacts
-                .iter()
-                .filter(|m| m["target"]["name"] == *library)
-                .flat_map(|m| m["filenames"].as_array().cloned().unwrap_or_default())
-                .filter_map(|f| f.as_str().map(PathBuf::from))
-                .find(|f| {
-                    f.extension()
-                        .is_some_and(|e| e == "so" || e == "dylib" || e == "dll")
-                })
-                .unwrap_or_else(|| panic!("cargo built no {library} library"))
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == library)
+        .flat_map(|m| m["filenames"].as_array().cloned().unwrap_or_default())
+        .filter_map(|f| f.as_str().map(PathBuf::from))
+        .find(|f| {
+            f.extension()
+                .is_some_and(|e| e == "so" || e == "dylib" || e == "dll")
         })
-        .collect()
+        .unwrap_or_else(|| panic!("cargo built no {library} library"))
 }
