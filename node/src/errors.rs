@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use futures_util::FutureExt;
 use serde_json::json;
 
 /// The error classes `index.js` knows, one per class of the library's errors.
@@ -70,17 +71,15 @@ pub fn guarded<T>(work: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
         .unwrap_or_else(|panic| Err(error(Class::Internal, panic_message(&*panic))))
 }
 
-/// Runs `work` as a task of its own on the runtime; a panic in it becomes an `InternalError`.
-pub async fn spawned<T: Send + 'static>(
+/// Runs `work` on the runtime task that polls it (no task of its own: a second task would be one more
+/// hand-off between threads per call); a panic in it becomes an `InternalError`.
+pub async fn panics_caught<T: Send + 'static>(
     work: impl Future<Output = napi::Result<T>> + Send + 'static,
 ) -> napi::Result<T> {
-    match tokio::spawn(work).await {
-        Ok(answer) => answer,
-        Err(join) if join.is_panic() => {
-            Err(error(Class::Internal, panic_message(&*join.into_panic())))
-        }
-        Err(join) => Err(error(Class::Internal, join.to_string())),
-    }
+    AssertUnwindSafe(work)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(error(Class::Internal, panic_message(&*panic))))
 }
 
 /// Panics inside the boundaries of the JavaScript thread and of the runtime, as every entry point runs
@@ -93,7 +92,9 @@ pub fn panic_for_test(
     if !in_task {
         guarded(|| -> napi::Result<()> { panic!("panic requested by the test") })?;
     }
-    env.spawn_future(spawned(async { panic!("panic requested by the test") }))
+    env.spawn_future(panics_caught(async {
+        panic!("panic requested by the test")
+    }))
 }
 
 /// A task whose `compute` panics inside [`guarded`], as the decoder's tasks run the library on libuv's

@@ -20,7 +20,7 @@ use turngate::{
 
 use crate::approver::NodeApprover;
 use crate::decoder::{NativeTurn, parse_provider};
-use crate::errors::{Class, error, error_with, spawned};
+use crate::errors::{Class, error, error_with, panics_caught};
 
 /// A cancellation signal (`index.js` sets it when the call's `AbortSignal` aborts): a stopped call
 /// applies nothing; the calls of a turn after it are answered `cancelled`.
@@ -84,7 +84,7 @@ pub struct NativeToolbox(Arc<State>);
 /// Loads the tools and opens the root (the options as JSON text); answers the toolbox.
 #[napi]
 pub fn open_toolbox(env: &Env, options: String) -> napi::Result<PromiseRaw<'_, NativeToolbox>> {
-    env.spawn_future(spawned(async move {
+    env.spawn_future(panics_caught(async move {
         let options: Options = serde_json::from_str(&options)
             .map_err(|e| error(Class::Usage, format!("toolbox options: {e}")))?;
         let policy = load_policy(&options)?;
@@ -206,7 +206,7 @@ impl NativeToolbox {
         let cancel = cancel.map(|c| c.0.clone());
         let options: CallOptions = serde_json::from_str(&options)
             .map_err(|e| error(Class::Usage, format!("call options: {e}")))?;
-        env.spawn_future(spawned(async move {
+        env.spawn_future(panics_caught(async move {
             let approver = approver.map(NodeApprover);
             let mut context = CallContext::new(&state.root, &state.policy, &state.effects);
             context.approver = approver.as_ref().map(|a| a as _);
@@ -236,7 +236,7 @@ impl NativeToolbox {
         let turn = turn.0.clone();
         let options: TurnCallOptions = serde_json::from_str(&options)
             .map_err(|e| error(Class::Usage, format!("turn options: {e}")))?;
-        env.spawn_future(spawned(async move {
+        env.spawn_future(panics_caught(async move {
             let approver = approver.map(NodeApprover);
             let hooks = TurnHooks {
                 approver: approver.as_ref().map(|a| a as _),
@@ -275,7 +275,7 @@ impl NativeToolbox {
     #[napi]
     pub fn journal<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, String>> {
         let state = Arc::clone(&self.0);
-        env.spawn_future(spawned(async move {
+        env.spawn_future(panics_caught(async move {
             let Some(mut journal) = Journal::open_existing(&state.root, Retention::default())
                 .map_err(|e| error(Class::Undo, e.to_string()))?
             else {
@@ -303,7 +303,7 @@ impl NativeToolbox {
     ) -> napi::Result<PromiseRaw<'env, String>> {
         let state = Arc::clone(&self.0);
         let target = undo_target(&target)?;
-        env.spawn_future(spawned(async move {
+        env.spawn_future(panics_caught(async move {
             let Some(mut journal) = Journal::open_existing(&state.root, Retention::default())
                 .map_err(|e| error(Class::Undo, e.to_string()))?
             else {
