@@ -260,7 +260,8 @@ fn a_computing_call_without_a_view_times_out_and_leaves_the_thread_to_other_task
         "{:?}",
         outcome.duration
     );
-    // The guest yields every epoch tick (5 ms): about 200 ticks in its second; none if it never yielded.
+    // The guest yields every epoch tick (5 ms): about 200 ticks in its second; none if it never
+    // yielded.
     let ticks = ticks.load(Ordering::SeqCst);
     assert!(
         ticks >= 20,

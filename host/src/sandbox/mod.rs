@@ -7,12 +7,13 @@
 //! `Sandbox::prepare` turns component bytes into a `Prepared` tool (an `InstancePre` of the tool world,
 //! refused if it imports anything the sandbox does not grant); `Sandbox::run` instantiates it in a new
 //! `Store` whose only filesystem is the call's [`CallView`] (none for tools without paths), calls it
-//! under the [`Limits`] (on a call thread when it has a view, else on the caller's task), and maps every way a call can end to its own
-//! [`RunError`]. The caller waits for the wall-time limit at most (not counting the time a network
-//! request waited for the approver), whatever the guest or a host call is doing, and gets the view
-//! back (with what the call staged) only when the call returned. A component that imports `wasi:http`
-//! is prepared with a second linker that adds it; every request goes to the call's network hooks
-//! (`crate::network`), which deny everything the policy does not grant.
+//! under the [`Limits`] (on a call thread when it has a view, else on the caller's task), and maps
+//! every way a call can end to its own [`RunError`]. The caller waits for the wall-time limit at most
+//! (not counting the time a network request waited for the approver), whatever the guest or a host
+//! call is doing, and gets the view back (with what the call staged) only when the call returned. A
+//! component that imports `wasi:http` is prepared with a second linker that adds it; every request
+//! goes to the call's network hooks (`crate::network`), which deny everything the policy does not
+//! grant.
 
 pub(crate) mod bindings;
 mod cache;
