@@ -71,8 +71,8 @@ pub fn guarded<T>(work: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
         .unwrap_or_else(|panic| Err(error(Class::Internal, panic_message(&*panic))))
 }
 
-/// Runs `work` on the runtime task that polls it (no task of its own: a second task would be one more
-/// hand-off between threads per call); a panic in it becomes an `InternalError`.
+/// Runs `work` where it is polled (no task of its own: a second task would be one more hand-off between
+/// threads per call); a panic in it becomes an `InternalError`.
 pub async fn panics_caught<T: Send + 'static>(
     work: impl Future<Output = napi::Result<T>> + Send + 'static,
 ) -> napi::Result<T> {
@@ -92,9 +92,7 @@ pub fn panic_for_test(
     if !in_task {
         guarded(|| -> napi::Result<()> { panic!("panic requested by the test") })?;
     }
-    env.spawn_future(panics_caught(async {
-        panic!("panic requested by the test")
-    }))
+    crate::running::promise_of(env, async { panic!("panic requested by the test") })
 }
 
 /// A task whose `compute` panics inside [`guarded`], as the decoder's tasks run the library on libuv's

@@ -1,6 +1,6 @@
 //! `NativeToolbox`: the library's [`Toolbox`] with one root, its policy and its journal, as
 //! `turngate call`, `turngate run`, `turngate journal` and `turngate undo` use them. Every method runs
-//! the library as a task on napi's tokio runtime and answers the library's own JSON as text.
+//! the library off the JavaScript thread ([`crate::running`]) and answers the library's own JSON as text.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,7 +20,8 @@ use turngate::{
 
 use crate::approver::NodeApprover;
 use crate::decoder::{NativeTurn, parse_provider};
-use crate::errors::{Class, error, error_with, panics_caught};
+use crate::errors::{Class, error, error_with};
+use crate::running::promise_of;
 
 /// A cancellation signal (`index.js` sets it when the call's `AbortSignal` aborts): a stopped call
 /// applies nothing; the calls of a turn after it are answered `cancelled`.
@@ -84,7 +85,7 @@ pub struct NativeToolbox(Arc<State>);
 /// Loads the tools and opens the root (the options as JSON text); answers the toolbox.
 #[napi]
 pub fn open_toolbox(env: &Env, options: String) -> napi::Result<PromiseRaw<'_, NativeToolbox>> {
-    env.spawn_future(panics_caught(async move {
+    promise_of(env, async move {
         let options: Options = serde_json::from_str(&options)
             .map_err(|e| error(Class::Usage, format!("toolbox options: {e}")))?;
         let policy = load_policy(&options)?;
@@ -133,7 +134,7 @@ pub fn open_toolbox(env: &Env, options: String) -> napi::Result<PromiseRaw<'_, N
             policy,
             effects: Effects::default(),
         })))
-    }))
+    })
 }
 
 /// The policy from a file, TOML text or an object of the same tables; none allows every tool
@@ -206,7 +207,7 @@ impl NativeToolbox {
         let cancel = cancel.map(|c| c.0.clone());
         let options: CallOptions = serde_json::from_str(&options)
             .map_err(|e| error(Class::Usage, format!("call options: {e}")))?;
-        env.spawn_future(panics_caught(async move {
+        promise_of(env, async move {
             let approver = approver.map(NodeApprover);
             let mut context = CallContext::new(&state.root, &state.policy, &state.effects);
             context.approver = approver.as_ref().map(|a| a as _);
@@ -216,7 +217,7 @@ impl NativeToolbox {
             context.turn = options.turn_id;
             let outcome = state.toolbox.call_in(&mut context, &tool, &input).await;
             Ok(outcome.to_json().to_string())
-        }))
+        })
     }
 
     /// Gates a decoded turn as `turngate run` does (options as JSON text: `review`, `turnId`, `audit`);
@@ -236,7 +237,7 @@ impl NativeToolbox {
         let turn = turn.0.clone();
         let options: TurnCallOptions = serde_json::from_str(&options)
             .map_err(|e| error(Class::Usage, format!("turn options: {e}")))?;
-        env.spawn_future(panics_caught(async move {
+        promise_of(env, async move {
             let approver = approver.map(NodeApprover);
             let hooks = TurnHooks {
                 approver: approver.as_ref().map(|a| a as _),
@@ -268,14 +269,14 @@ impl NativeToolbox {
                 ));
             }
             Ok(value.to_string())
-        }))
+        })
     }
 
     /// The root's journal, oldest first, as JSON text: one entry per applied (or undone) call.
     #[napi]
     pub fn journal<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, String>> {
         let state = Arc::clone(&self.0);
-        env.spawn_future(panics_caught(async move {
+        promise_of(env, async move {
             let Some(mut journal) = Journal::open_existing(&state.root, Retention::default())
                 .map_err(|e| error(Class::Undo, e.to_string()))?
             else {
@@ -289,7 +290,7 @@ impl NativeToolbox {
                 .filter(|e| matches!(e.state, CallState::Applied | CallState::Undone))
                 .collect();
             serde_json::to_string(&shown).map_err(|e| error(Class::Internal, e.to_string()))
-        }))
+        })
     }
 
     /// Undoes calls (`target` as JSON text: `{"last": true}`, `{"call": ID}`, `{"turn": ID}` or
@@ -303,7 +304,7 @@ impl NativeToolbox {
     ) -> napi::Result<PromiseRaw<'env, String>> {
         let state = Arc::clone(&self.0);
         let target = undo_target(&target)?;
-        env.spawn_future(panics_caught(async move {
+        promise_of(env, async move {
             let Some(mut journal) = Journal::open_existing(&state.root, Retention::default())
                 .map_err(|e| error(Class::Undo, e.to_string()))?
             else {
@@ -314,7 +315,7 @@ impl NativeToolbox {
                 .undo(&state.root, &target)
                 .map_err(|e| error(Class::Undo, e.to_string()))?;
             serde_json::to_string(&undone.calls).map_err(|e| error(Class::Internal, e.to_string()))
-        }))
+        })
     }
 }
 
