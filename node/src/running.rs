@@ -4,7 +4,7 @@
 //!
 //! Not as a task on a runtime worker: a tool without a view runs on the task that polls it, and a
 //! worker polling it (between its other tasks and its I/O driver) made a no-op call 127 µs against 51
-//! µs driven by `block_on` (BENCHMARKS.md, the bindings table). Not on libuv's pool either: an approver
+//! µs driven by `block_on`, in a dev-profile probe (BENCHMARKS.md, below the bindings table). Not on libuv's pool either: an approver
 //! can hold a call for minutes, and that pool's four threads also decode. The blocking pool grows with
 //! the calls waiting at once and lets its idle threads go.
 
