@@ -249,15 +249,19 @@ impl Sandbox {
         instances: Instances,
     ) -> Result<Sandbox, EngineError> {
         let slots = max_concurrent.max(1);
-        let mut config = Config::new();
-        config
-            .wasm_component_model(true)
-            .epoch_interruption(true)
-            .allocation_strategy(match instances {
-                Instances::Pooled => InstanceAllocationStrategy::Pooling(pool_for(slots, limits)),
-                Instances::OnDemand => InstanceAllocationStrategy::OnDemand,
-            });
-        let engine = Engine::new(&config).map_err(EngineError)?;
+        let engine = match instances {
+            Instances::Pooled => {
+                let pooled = |resident| {
+                    engine_with(InstanceAllocationStrategy::Pooling(pool_for(
+                        slots, limits, resident,
+                    )))
+                };
+                // The kernel may lack `PAGEMAP_SCAN` (before Linux 6.7): then memory is released.
+                pooled(Resident::Kept).or_else(|_| pooled(Resident::Released))
+            }
+            Instances::OnDemand => engine_with(InstanceAllocationStrategy::OnDemand),
+        }
+        .map_err(EngineError)?;
 
         let mut linker = Linker::new(&engine);
         wasi::add_to_linker(&mut linker, CallState::filesystem).map_err(EngineError)?;
@@ -666,8 +670,37 @@ impl<F: Future<Output = Finished>> Running<F> {
     }
 }
 
+/// The engine every call runs in: components, epoch interruption, and `instances`.
+fn engine_with(instances: InstanceAllocationStrategy) -> wasmtime::Result<Engine> {
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .epoch_interruption(true)
+        .allocation_strategy(instances);
+    Engine::new(&config)
+}
+
+/// What the pool does with a finished call's memory and tables.
+#[derive(Clone, Copy)]
+enum Resident {
+    /// Their first [`KEEP_RESIDENT_MEMORY`] and [`KEEP_RESIDENT_TABLE`] bytes stay mapped, and only the
+    /// pages the call touched are reset to the component's image, found by the `PAGEMAP_SCAN` ioctl
+    /// (the engine is not created if the kernel lacks it); the rest is released.
+    Kept,
+    /// All of it is released (`madvise`), and faulted in again by the next call.
+    Released,
+}
+
+/// The bytes of each linear memory kept mapped between calls: a Rust guest's data, heap and stack
+/// start within it. Measured (`cargo bench --bench fetch`, `--bench sandbox`): a no-op call 21 µs
+/// instead of 38 µs, and 9.2 µs instead of 22.6 µs; without `PAGEMAP_SCAN`, resetting the whole
+/// region by `memset` made it 70 to 80 µs, hence [`Resident::Released`] then.
+const KEEP_RESIDENT_MEMORY: usize = 1 << 20;
+/// The bytes of each table kept mapped between calls.
+const KEEP_RESIDENT_TABLE: usize = 64 << 10;
+
 /// A pool sized to what runs at once: every slot costs set-up (a guard page per stack) at start.
-fn pool_for(slots: usize, limits: Limits) -> PoolingAllocationConfig {
+fn pool_for(slots: usize, limits: Limits, resident: Resident) -> PoolingAllocationConfig {
     let slots = u32::try_from(slots).unwrap_or(u32::MAX);
     let mut pool = PoolingAllocationConfig::default();
     pool.max_memory_size(limits.memory_bytes)
@@ -676,6 +709,11 @@ fn pool_for(slots: usize, limits: Limits) -> PoolingAllocationConfig {
         .total_core_instances(slots.saturating_mul(CORE_INSTANCES_PER_CALL))
         .total_memories(slots.saturating_mul(MEMORIES_PER_CALL))
         .total_tables(slots.saturating_mul(MEMORIES_PER_CALL));
+    if let Resident::Kept = resident {
+        pool.linear_memory_keep_resident(KEEP_RESIDENT_MEMORY)
+            .table_keep_resident(KEEP_RESIDENT_TABLE)
+            .pagemap_scan(wasmtime::Enabled::Yes);
+    }
     pool
 }
 
