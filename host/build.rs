@@ -5,6 +5,11 @@
 //! exposed to the crate's tests through `TURNGATE_TEST_GUEST_<NAME>` environment variables holding their
 //! paths; they are never embedded in the library or the CLI.
 //!
+//! Each bundled component is embedded with what it says about itself, so that a process knows every
+//! bundled tool without compiling any: its descriptor from `guest-tools/descriptors.json` (written and
+//! held to the components by the test `bundled_descriptors_are_what_the_components_describe`) and the
+//! interfaces it imports, read from its bytes. A tool missing from that file is described at load.
+//!
 //! A fresh machine needs no setup: when the `wasm32-wasip2` standard library is missing from the active
 //! toolchain, the script installs it with `rustup target add`.
 
@@ -28,6 +33,9 @@ const BUNDLED: &[&str] = &[
     "search_files",
     "fetch",
 ];
+
+/// The bundled tools' descriptors, in `guest-tools/`.
+const DESCRIPTORS: &str = "descriptors.json";
 
 /// Guests built only for the tests (the containment suite's deliberately hostile tools).
 const TEST_ONLY: &[&str] = &[
@@ -57,9 +65,14 @@ fn main() {
     build_guests(&guests, &target_dir);
 
     let artifacts = target_dir.join(GUEST_TARGET).join("release");
+    let descriptors_path = guests.join(DESCRIPTORS);
+    let descriptors: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&descriptors_path).expect("read descriptors.json"))
+            .expect("guest-tools/descriptors.json is a JSON object");
     let mut bundled = String::from(
         "/// Every bundled tool's component, built from `guest-tools/`, with the SHA-256 of its bytes\n\
-         /// (computed here, so a process never reads a component it does not call).\n\
+         /// (computed here, so a process never reads a component it does not call) and what it says\n\
+         /// about itself.\n\
          pub(crate) const BUNDLED_COMPONENTS: &[BundledComponent] = &[\n",
     );
     for name in BUNDLED {
@@ -71,13 +84,21 @@ fn main() {
                 write!(hex, "{b:02x}").unwrap();
                 hex
             });
+        let descriptor = descriptors
+            .get(*name)
+            .map(|entry| raw_descriptor(entry, component_imports(&bytes)));
         writeln!(
             bundled,
-            "    BundledComponent {{ sha256: {digest:?}, bytes: include_bytes!({:?}) }},",
+            "    BundledComponent {{ sha256: {digest:?}, bytes: include_bytes!({:?}), descriptor: {descriptor:?} }},",
             path.display().to_string()
         )
         .unwrap();
     }
+    // For the test that holds descriptors.json to what the components describe.
+    println!(
+        "cargo:rustc-env=TURNGATE_BUNDLED_GUESTS={}",
+        artifacts.display()
+    );
     bundled.push_str("];\n");
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
     std::fs::write(out_dir.join("bundled.rs"), bundled).expect("write bundled.rs");
@@ -90,6 +111,44 @@ fn main() {
             path.display()
         );
     }
+}
+
+/// A bundled tool's entry of `descriptors.json` (its descriptor as `ToolDescriptor` serializes it) as
+/// the sandbox's raw descriptor: the schema as text, with the component's imports.
+fn raw_descriptor(entry: &serde_json::Value, imports: Vec<String>) -> String {
+    let mut raw = entry.clone();
+    let fields = raw.as_object_mut().expect("a descriptor is an object");
+    let schema = fields
+        .get("input_schema")
+        .expect("a descriptor has an input_schema")
+        .to_string();
+    fields.insert("input_schema".into(), schema.into());
+    fields.insert("imports".into(), imports.into());
+    raw.to_string()
+}
+
+/// The interfaces a component imports (its own imports, not those of the modules and components nested
+/// in it), as wasmtime names them.
+fn component_imports(bytes: &[u8]) -> Vec<String> {
+    let mut imports = Vec::new();
+    let mut depth = 0usize;
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload.expect("a bundled guest is a valid component") {
+            wasmparser::Payload::Version { .. } => depth += 1,
+            wasmparser::Payload::End(_) => depth -= 1,
+            wasmparser::Payload::ComponentImportSection(section) if depth == 1 => {
+                for import in section {
+                    let import = import.expect("a valid import");
+                    // A type the component imports is not an interface the host provides.
+                    if !matches!(import.ty, wasmparser::ComponentTypeRef::Type(_)) {
+                        imports.push(import.name.name.to_owned());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    imports
 }
 
 fn artifact(dir: &Path, name: &str) -> PathBuf {

@@ -154,6 +154,31 @@ fn a_third_party_tool_cannot_shadow_a_bundled_one() {
     assert!(matches!(e, ToolboxError::DuplicateName { .. }), "{e}");
 }
 
+/// The bundled components these tests load as third-party tools, from a tools directory: described
+/// when first loaded and remembered in the cache (bundled, they are known from the build).
+const THIRD_PARTY: &[&str] = &["read_file", "write_file", "list_dir"];
+
+/// A tools directory holding copies of the [`THIRD_PARTY`] components.
+fn third_party_tools() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for name in THIRD_PARTY {
+        std::fs::copy(
+            Path::new(env!("TURNGATE_BUNDLED_GUESTS")).join(format!("{name}.wasm")),
+            dir.path().join(format!("{name}.wasm")),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+/// A toolbox of the components in `tools` alone, with its cache in `cache`.
+fn cached(tools: &Path, cache: &Path) -> ToolboxBuilder {
+    Toolbox::builder()
+        .without_bundled()
+        .tools_dir(tools)
+        .cache(CacheSetting::Dir(cache.to_path_buf()))
+}
+
 fn cache_entries(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .map(|d| {
@@ -172,17 +197,14 @@ fn cache_entries(dir: &Path) -> usize {
 #[test]
 fn the_precompiled_cache_is_written_once_and_reused() {
     let cache = tempfile::tempdir().unwrap();
+    let tools = third_party_tools();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let build = || {
         runtime
-            .block_on(
-                Toolbox::builder()
-                    .cache(CacheSetting::Dir(cache.path().to_path_buf()))
-                    .build(),
-            )
+            .block_on(cached(tools.path(), cache.path()).build())
             .unwrap()
     };
     let first = build();
@@ -207,23 +229,19 @@ fn the_precompiled_cache_is_written_once_and_reused() {
 #[test]
 fn a_corrupt_cache_entry_is_recompiled() {
     let cache = tempfile::tempdir().unwrap();
+    let tools = third_party_tools();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let build = || {
-        runtime.block_on(
-            Toolbox::builder()
-                .cache(CacheSetting::Dir(cache.path().to_path_buf()))
-                .build(),
-        )
-    };
+    let build = || runtime.block_on(cached(tools.path(), cache.path()).build());
     build().unwrap();
+    assert_eq!(cache_entries(cache.path()), THIRD_PARTY.len());
     for entry in std::fs::read_dir(cache.path()).unwrap() {
         std::fs::write(entry.unwrap().path(), b"garbage").unwrap();
     }
     let toolbox = build().expect("a corrupt cache costs time, never the load");
-    assert_eq!(toolbox.tools().count(), 8);
+    assert_eq!(toolbox.tools().count(), THIRD_PARTY.len());
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -249,9 +267,13 @@ fn files_ending(dir: &Path, suffix: &str) -> usize {
 #[test]
 fn a_warm_cache_describes_tools_without_their_code_and_prepares_only_what_is_called() {
     let cache = tempfile::tempdir().unwrap();
-    let builder = || Toolbox::builder().cache(CacheSetting::Dir(cache.path().to_path_buf()));
+    let tools = third_party_tools();
+    let builder = || cached(tools.path(), cache.path());
     runtime().block_on(builder().build()).unwrap();
-    assert_eq!(files_ending(cache.path(), ".describe.json"), 8);
+    assert_eq!(
+        files_ending(cache.path(), ".describe.json"),
+        THIRD_PARTY.len()
+    );
     // Without any precompiled code, a load with the descriptors cached compiles nothing...
     for entry in std::fs::read_dir(cache.path()).unwrap() {
         let path = entry.unwrap().path();
@@ -261,7 +283,7 @@ fn a_warm_cache_describes_tools_without_their_code_and_prepares_only_what_is_cal
     }
     let runtime = runtime();
     let toolbox = runtime.block_on(builder().build()).unwrap();
-    assert_eq!(toolbox.tools().count(), 8);
+    assert_eq!(toolbox.tools().count(), THIRD_PARTY.len());
     assert_eq!(
         files_ending(cache.path(), ".cwasm"),
         0,
@@ -284,7 +306,8 @@ fn a_warm_cache_describes_tools_without_their_code_and_prepares_only_what_is_cal
 #[test]
 fn a_remembered_schema_is_compiled_at_the_first_call_and_a_broken_one_refuses_only_that_call() {
     let cache = tempfile::tempdir().unwrap();
-    let builder = || Toolbox::builder().cache(CacheSetting::Dir(cache.path().to_path_buf()));
+    let tools = third_party_tools();
+    let builder = || cached(tools.path(), cache.path());
     runtime().block_on(builder().build()).unwrap();
     // The remembered descriptor of read_file now holds a schema no validator compiles (as if the cache
     // had been edited): nothing checks it at load, so loading still succeeds...
@@ -415,7 +438,8 @@ fn a_cache_entry_others_could_write_is_never_loaded() {
     // others.
     use std::os::unix::fs::PermissionsExt;
     let cache = tempfile::tempdir().unwrap();
-    let builder = || Toolbox::builder().cache(CacheSetting::Dir(cache.path().to_path_buf()));
+    let tools = third_party_tools();
+    let builder = || cached(tools.path(), cache.path());
     let toolbox = runtime().block_on(builder().build()).unwrap();
     let entry_of = |tool: &str| {
         let sha = toolbox
@@ -457,4 +481,118 @@ fn a_cache_entry_others_could_write_is_never_loaded() {
         );
         std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     }
+}
+
+/// Four first calls of `read_file` at once, on four runtime workers, compile it once. The record of
+/// preparations belongs to a process, so the calls run in a child process of this test binary
+/// ([`child_of_concurrent_first_calls`]).
+#[test]
+fn concurrent_first_calls_of_a_tool_share_one_compile() {
+    let record = tempfile::NamedTempFile::new().unwrap();
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_of_concurrent_first_calls",
+            "--test-threads=1",
+        ])
+        .env("TURNGATE_TEST_PREPARE_RECORD", record.path())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "the child's calls failed");
+    let prepared = std::fs::read_to_string(record.path()).unwrap();
+    assert_eq!(prepared.lines().count(), 1, "{prepared}");
+}
+
+/// The calls of [`concurrent_first_calls_of_a_tool_share_one_compile`]; does nothing unless run by it.
+#[test]
+fn child_of_concurrent_first_calls() {
+    if std::env::var_os("TURNGATE_TEST_PREPARE_RECORD").is_none() {
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    let toolbox = std::sync::Arc::new(
+        runtime
+            .block_on(
+                Toolbox::builder()
+                    .cache(CacheSetting::Dir(cache.path().to_path_buf()))
+                    .build(),
+            )
+            .unwrap(),
+    );
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "a").unwrap();
+    let root = std::sync::Arc::new(turngate::Root::open(work.path()).unwrap());
+    let calls: Vec<_> = (0..4)
+        .map(|_| {
+            let (toolbox, root) = (toolbox.clone(), root.clone());
+            runtime.spawn(async move {
+                let policy = turngate::Policy::allow_all();
+                toolbox
+                    .call(&root, &policy, "read_file", r#"{"path":"a.txt"}"#)
+                    .await
+            })
+        })
+        .collect();
+    for call in calls {
+        let outcome = runtime.block_on(call).unwrap();
+        assert_eq!(outcome.result.unwrap(), "a");
+    }
+}
+
+/// `guest-tools/descriptors.json`, which the build embeds so that no bundled tool is compiled before
+/// it is called.
+const BUNDLED_DESCRIPTORS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../guest-tools/descriptors.json"
+);
+
+/// Each bundled component loaded on its own with no cache, so that it is really asked to describe
+/// itself: what it said must be what the build embedded for it (the descriptor from
+/// `guest-tools/descriptors.json`, the imports read from its bytes). When the file is out of date the
+/// test rewrites it and fails; the next build embeds the new one.
+#[test]
+fn bundled_descriptors_are_what_the_components_describe() {
+    let bundled = common::build(Toolbox::builder().cache(CacheSetting::Disabled));
+    let components = Path::new(env!("TURNGATE_BUNDLED_GUESTS"));
+    let mut described = serde_json::Map::new();
+    let mut stale = Vec::new();
+    for tool in bundled.tools() {
+        let name = &tool.descriptor().name;
+        let alone = common::build(
+            Toolbox::builder()
+                .without_bundled()
+                .cache(CacheSetting::Disabled)
+                .component_file(components.join(format!("{name}.wasm")))
+                .unwrap(),
+        );
+        let fresh = alone
+            .get(name)
+            .expect("the component describes the same tool");
+        assert_eq!(tool.imports(), fresh.imports(), "{name}'s imports");
+        let embedded = serde_json::to_value(tool.descriptor()).unwrap();
+        let fresh = serde_json::to_value(fresh.descriptor()).unwrap();
+        if embedded != fresh {
+            stale.push(name.clone());
+        }
+        described.insert(name.clone(), fresh);
+    }
+    let expected = serde_json::to_string_pretty(&described).unwrap() + "\n";
+    let embedded = std::fs::read_to_string(BUNDLED_DESCRIPTORS).unwrap();
+    if embedded != expected {
+        std::fs::write(BUNDLED_DESCRIPTORS, &expected).unwrap();
+        panic!(
+            "guest-tools/descriptors.json did not hold what the bundled components describe; it has \
+             been rewritten: run the tests again"
+        );
+    }
+    assert!(
+        stale.is_empty(),
+        "the build embedded other descriptors than the components describe for {stale:?}"
+    );
 }

@@ -28,8 +28,13 @@ struct Server {
 
 impl Server {
     fn start(root: &Path, extra: &[&str]) -> Server {
-        let mut child = mcp_command(root)
-            .args(extra)
+        let mut command = mcp_command(root);
+        command.args(extra);
+        Server::spawn(command)
+    }
+
+    fn spawn(mut command: Command) -> Server {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -58,7 +63,13 @@ impl Server {
     /// `capabilities`.
     fn initialized(root: &Path, extra: &[&str], capabilities: Value) -> Server {
         let mut server = Server::start(root, extra);
-        let init = server.request(
+        server.initialize(capabilities);
+        server
+    }
+
+    /// The `initialize` handshake (protocol 2025-11-25) with `capabilities`.
+    fn initialize(&mut self, capabilities: Value) {
+        let init = self.request(
             "initialize",
             json!({
                 "protocolVersion": "2025-11-25",
@@ -67,10 +78,9 @@ impl Server {
             }),
         );
         assert_eq!(init["result"]["serverInfo"]["name"], "turngate", "{init}");
-        server.send_raw(
+        self.send_raw(
             &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
         );
-        server
     }
 
     fn send_raw(&mut self, line: &str) {
@@ -290,6 +300,44 @@ fn a_call_goes_through_the_gate_view_and_journal_and_is_audited() {
         .unwrap();
     assert!(undo.status.success());
     assert!(!root.path().join("notes.txt").exists());
+}
+
+#[test]
+fn with_an_empty_cache_listing_compiles_nothing_and_a_call_only_its_tool() {
+    let root = workspace();
+    std::fs::write(root.path().join("a.txt"), "first\n").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let record = tempfile::NamedTempFile::new().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
+    command
+        .args(["mcp", "--root"])
+        .arg(root.path())
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .env("TURNGATE_TEST_PREPARE_RECORD", record.path());
+    let mut server = Server::spawn(command);
+    server.initialize(json!({}));
+    let prepared = || std::fs::read_to_string(record.path()).unwrap();
+
+    // Every bundled tool is listed, and none was compiled to list it.
+    let listed = server.request("tools/list", json!({}));
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    for name in ["write_file", "read_file", "search_files", "fetch"] {
+        assert!(names.contains(&name), "{name} not listed: {names:?}");
+    }
+    assert_eq!(prepared(), "", "a tool was compiled before any call");
+
+    // The first call compiles its own tool, and no other.
+    let read = server.call("read_file", json!({"path": "a.txt"}));
+    assert_eq!(read["structuredContent"]["output"], "first\n", "{read}");
+    let lines: Vec<String> = prepared().lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(server.finish().success());
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! * Cold start: from spawning `turngate mcp` (stdio, precompiled cache warm) to the result of its first
 //!   `tools/call` (`read_file` of a small file), the three messages (initialize, initialized, the call)
 //!   written at once, as a client does. Peak RSS of that process.
+//! * Empty cache: from spawning `turngate mcp` with an empty cache directory to its `initialize`
+//!   result and to its first `tools/call` result (the only tool compiled).
 //! * Warm `tools/call`: the same `read_file` over one server's stdio, one call at a time, against the
 //!   bare library call (`Toolbox::call`) in this process.
 //! * The cold CLI call: a `turngate call write_file` process (1 KiB), cache warm, against a `cp`
@@ -25,6 +27,7 @@ use turngate::{CacheSetting, Policy, Root, Toolbox};
 const COLD_SAMPLES: usize = 40;
 const WARM_SAMPLES: usize = 2000;
 const CLI_SAMPLES: usize = 60;
+const EMPTY_CACHE_SAMPLES: usize = 10;
 
 fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_turngate"))
@@ -127,6 +130,30 @@ fn cold_rows(root: &Path, cache: &Path) -> (Vec<Duration>, u64) {
     times.drain(..3);
     rss.sort();
     (times, rss[rss.len() / 2])
+}
+
+/// From spawning `turngate mcp` with an empty cache to its `initialize` result, and to the result of
+/// its first `tools/call` (which compiles `read_file`).
+fn empty_cache_rows(root: &Path) -> (Vec<Duration>, Vec<Duration>) {
+    let mut initialize = Vec::new();
+    let mut first_call = Vec::new();
+    for _ in 0..EMPTY_CACHE_SAMPLES {
+        let cache = tempfile::tempdir().unwrap();
+        let start = Instant::now();
+        let mut child = spawn_server(root, cache.path());
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all((handshake() + &read_call(1)).as_bytes())
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap());
+        await_response(&mut lines, 0);
+        initialize.push(start.elapsed());
+        await_call(&mut lines, 1);
+        first_call.push(start.elapsed());
+        drop(stdin);
+        child.wait().unwrap();
+    }
+    (initialize, first_call)
 }
 
 fn warm_rows(root_dir: &Path, cache: &Path) -> (Vec<Duration>, Vec<Duration>) {
@@ -235,6 +262,7 @@ fn main() {
         .unwrap();
     assert!(status.success());
 
+    let (empty_initialize, empty_first_call) = empty_cache_rows(root.path());
     let (cold, cold_rss) = cold_rows(root.path(), cache.path());
     let (warm, bare) = warm_rows(root.path(), cache.path());
     let (cli, cp, cli_rss, cp_rss) = cli_rows(cache.path());
@@ -248,6 +276,18 @@ fn main() {
         median(cold.clone()),
         percentile(cold.clone(), 90),
         median(cold.clone()).as_secs_f64() / 0.030
+    );
+    println!(
+        "| `turngate mcp` spawn to `initialize` result, empty cache | {:.2?} | {:.2?} | target | 1s | | {:.2}× |",
+        median(empty_initialize.clone()),
+        percentile(empty_initialize.clone(), 90),
+        median(empty_initialize.clone()).as_secs_f64()
+    );
+    println!(
+        "| `turngate mcp` spawn to first `tools/call` result (read_file), empty cache | {:.2?} | {:.2?} | target | 200ms | | {:.2}× |",
+        median(empty_first_call.clone()),
+        percentile(empty_first_call.clone(), 90),
+        median(empty_first_call.clone()).as_secs_f64() / 0.200
     );
     row(
         "warm `tools/call` read_file over stdio",

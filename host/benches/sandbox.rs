@@ -133,6 +133,24 @@ fn main() {
         "process per call (sh printf >)",
         shell,
     );
+    let empty_cache = median(
+        (0..COLD_SAMPLES)
+            .map(|_| {
+                let cache = tempfile::tempdir().unwrap();
+                first_call(
+                    &bin,
+                    work.path(),
+                    &["--cache-dir", cache.path().to_str().unwrap()],
+                )
+            })
+            .collect(),
+    );
+    row(
+        "first call of a new process, empty cache",
+        empty_cache,
+        "process per call (sh printf >)",
+        shell,
+    );
     let cold_process = median(
         (0..COLD_SAMPLES)
             .map(|_| first_call(&bin, work.path(), &["--no-cache"]))

@@ -10,6 +10,9 @@
 //!   (`synced <dev> <ino>`, of the descriptor flushed) and each change it moves into place (`moved`),
 //!   in order: what was durable at a crash point, for the crash tests to hold against what recovery
 //!   needs there (a killed process keeps its page cache, so a missing flush is otherwise invisible).
+//! * `TURNGATE_TEST_PREPARE_RECORD=<file>` appends `prepared <sha256>` to that file each time the
+//!   sandbox prepares a component (compiles it, or loads it from the cache): which tools a process
+//!   compiled, and how often.
 //! * `TURNGATE_TEST_LOOPBACK_ONLY=1` refuses every connection to an address that is not loopback, in
 //!   the network transport (`network/transport.rs`), whatever the policy and the address checks
 //!   decided: the tests' machine may reach no other address, even when a check they exercise is broken.
@@ -45,14 +48,19 @@ fn durable_record() -> Option<&'static str> {
     setting(&AT, "TURNGATE_TEST_DURABLE_RECORD")
 }
 
-#[allow(clippy::disallowed_methods)] // the record is the test's own file, outside any root
 fn record(line: &str) {
+    if let Some(path) = durable_record() {
+        append(path, line);
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // the record is the test's own file, outside any root
+fn append(path: &str, line: &str) {
     use std::io::Write;
-    if let Some(path) = durable_record()
-        && let Ok(mut file) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
     {
         let _ = writeln!(file, "{line}");
     }
@@ -72,6 +80,14 @@ pub(crate) fn made_durable(file: &std::fs::File) {
 pub(crate) fn moved() {
     if durable_record().is_some() {
         record("moved");
+    }
+}
+
+/// Records that the component with this digest was just prepared (compiled, or loaded from the cache).
+pub(crate) fn prepared(sha256: &str) {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    if let Some(path) = setting(&AT, "TURNGATE_TEST_PREPARE_RECORD") {
+        append(path, &format!("prepared {sha256}"));
     }
 }
 

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::approval::{ApprovalRequest, Approver};
 use crate::bundled::BUNDLED_COMPONENTS;
@@ -27,8 +27,8 @@ use crate::outcome::{CallError, CallOutcome};
 use crate::policy::Policy;
 use crate::root::Root;
 use crate::sandbox::{
-    CacheSetting, EngineError, Instances, Limits, PrepareError, Prepared, RunError, RunReport,
-    Sandbox,
+    CacheSetting, EngineError, Instances, Limits, PrepareError, Prepared, RawDescriptor, RunError,
+    RunReport, Sandbox,
 };
 use crate::view::staging::STAGING_DIR;
 use crate::view::{CallView, Grant};
@@ -55,15 +55,16 @@ impl fmt::Display for ToolOrigin {
 }
 
 /// A tool ready to be called: its checked contract (descriptor and compiled schema), its digest, and
-/// its component, prepared on first call (a process describes its tools from the cache and
-/// deserializes only the ones it calls).
+/// its component, prepared on first call (a process knows its bundled tools from the build and the
+/// others from the cache, and compiles or deserializes only the ones it calls).
 pub struct LoadedTool {
     contract: ToolContract,
     origin: ToolOrigin,
     sha256: String,
     imports: Vec<String>,
     source: Source,
-    prepared: OnceLock<Prepared>,
+    /// Set once; concurrent first calls wait for the one preparation.
+    prepared: tokio::sync::OnceCell<Prepared>,
 }
 
 /// Where a tool's component bytes are, for preparing it when it is first called.
@@ -111,11 +112,15 @@ impl LoadedTool {
         &self.sha256
     }
 
-    /// The prepared component, made on first use.
-    fn prepared(&self, sandbox: &Sandbox) -> Result<&Prepared, PrepareError> {
-        if let Some(prepared) = self.prepared.get() {
-            return Ok(prepared);
-        }
+    /// The prepared component, made on first use (once, however many calls ask for it at once).
+    async fn prepared(&self, sandbox: &Sandbox) -> Result<&Prepared, PrepareError> {
+        self.prepared
+            .get_or_try_init(|| async { self.prepare(sandbox) })
+            .await
+    }
+
+    /// Compiles (or loads from the cache) the tool's component.
+    fn prepare(&self, sandbox: &Sandbox) -> Result<Prepared, PrepareError> {
         let bytes: Cow<'_, [u8]> = match &self.source {
             Source::Bundled(bytes) => Cow::Borrowed(bytes),
             Source::Bytes(bytes) => Cow::Borrowed(bytes),
@@ -131,8 +136,7 @@ impl LoadedTool {
                 Cow::Owned(bytes)
             }
         };
-        let prepared = sandbox.prepare(&self.sha256, &bytes)?;
-        Ok(self.prepared.get_or_init(|| prepared))
+        sandbox.prepare(&self.sha256, &bytes)
     }
 
     /// Whether `input` is valid against the tool's schema.
@@ -322,11 +326,16 @@ impl ToolboxBuilder {
         )?;
         let mut pending: Vec<Pending> = Vec::new();
         if !self.without_bundled {
-            pending.extend(BUNDLED_COMPONENTS.iter().map(|c| Pending {
-                origin: ToolOrigin::Bundled,
-                sha256: c.sha256.to_owned(),
-                bytes: Some(Cow::Borrowed(c.bytes)),
-                source: Source::Bundled(c.bytes),
+            pending.extend(BUNDLED_COMPONENTS.iter().map(|c| {
+                Pending {
+                    origin: ToolOrigin::Bundled,
+                    sha256: c.sha256.to_owned(),
+                    bytes: Some(Cow::Borrowed(c.bytes)),
+                    source: Source::Bundled(c.bytes),
+                    known: c
+                        .descriptor
+                        .and_then(|text| serde_json::from_str::<RawDescriptor>(text).ok()),
+                }
             }));
         }
         for dir in &self.dirs {
@@ -339,6 +348,7 @@ impl ToolboxBuilder {
                 sha256: sha256_hex(&bytes),
                 bytes: Some(Cow::Owned(bytes.to_vec())),
                 source: Source::Bytes(bytes),
+                known: None,
             });
         }
         let mut tools: BTreeMap<String, LoadedTool> = BTreeMap::new();
@@ -369,6 +379,8 @@ struct Pending {
     /// The bytes, while they are at hand (a file's are read again if it is prepared later).
     bytes: Option<Cow<'static, [u8]>>,
     source: Source,
+    /// What it says about itself, known without running it (a bundled tool's, from the build).
+    known: Option<RawDescriptor>,
 }
 
 /// Every `*.wasm` file in `dir`, in name order, hashed (and checked against the directory's lock when
@@ -420,6 +432,7 @@ fn read_tools_dir(dir: &Path, locked: bool) -> Result<Vec<Pending>, ToolboxError
                 sha256,
                 bytes: Some(Cow::Owned(bytes)),
                 source: Source::File(path),
+                known: None,
             })
         })
         .collect()
@@ -431,13 +444,17 @@ async fn load_tool(sandbox: &Sandbox, pending: Pending) -> Result<LoadedTool, To
         sha256,
         bytes,
         source,
+        known,
     } = pending;
     let component_error = |source| ToolboxError::Component {
         origin: origin.clone(),
         error: source,
     };
-    let prepared = OnceLock::new();
-    let (raw, fresh) = match sandbox.cached_descriptor(&sha256) {
+    let prepared = tokio::sync::OnceCell::new();
+    let remembered = known
+        .filter(|raw| sandbox.grants_imports(raw))
+        .or_else(|| sandbox.cached_descriptor(&sha256));
+    let (raw, fresh) = match remembered {
         Some(raw) => (raw, false),
         None => {
             let bytes = bytes.unwrap_or_default();
@@ -447,8 +464,8 @@ async fn load_tool(sandbox: &Sandbox, pending: Pending) -> Result<LoadedTool, To
             (raw, true)
         }
     };
-    // A remembered descriptor passed every check when it was first loaded; its schema is compiled
-    // when the tool is first called.
+    // A remembered descriptor (or a bundled tool's, held to its component by the tests) passed every
+    // check when it was first loaded; its schema is compiled when the tool is first called.
     let check = if fresh {
         ToolDescriptor::from_guest
     } else {
@@ -560,7 +577,7 @@ impl Toolbox {
     /// schema forbids. Returns `None` when there is no tool of that name.
     pub async fn probe(&self, name: &str, raw_input: &str) -> Option<CallOutcome> {
         let tool = self.tools.get(name)?;
-        let prepared = match tool.prepared(&self.sandbox) {
+        let prepared = match tool.prepared(&self.sandbox).await {
             Ok(prepared) => prepared,
             Err(e) => return Some(CallOutcome::refused(name, CallError::Run(setup_error(e)))),
         };
@@ -631,7 +648,7 @@ impl Toolbox {
                 return CallOutcome::refused(name, CallError::Run(error));
             }
         };
-        let prepared = match tool.prepared(&self.sandbox) {
+        let prepared = match tool.prepared(&self.sandbox).await {
             Ok(prepared) => prepared,
             Err(e) => return CallOutcome::refused(name, CallError::Run(setup_error(e))),
         };

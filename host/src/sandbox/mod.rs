@@ -295,11 +295,12 @@ impl Sandbox {
     pub(crate) fn cached_descriptor(&self, sha256: &str) -> Option<RawDescriptor> {
         let descriptor = self.cache.as_ref()?.descriptor(sha256)?;
         // Checked again, in case what the sandbox grants has changed since.
-        descriptor
-            .imports
-            .iter()
-            .all(|name| wasi::is_granted(name))
-            .then_some(descriptor)
+        self.grants_imports(&descriptor).then_some(descriptor)
+    }
+
+    /// Whether the sandbox grants every interface the descriptor says its component imports.
+    pub(crate) fn grants_imports(&self, descriptor: &RawDescriptor) -> bool {
+        descriptor.imports.iter().all(|name| wasi::is_granted(name))
     }
 
     /// Remembers a descriptor that passed every load check.
@@ -322,6 +323,7 @@ impl Sandbox {
             None => Component::new(&self.engine, bytes),
         }
         .map_err(PrepareError::Compile)?;
+        crate::test_hooks::prepared(sha256);
         let imports: Vec<String> = component
             .component_type()
             .imports(&self.engine)
