@@ -373,6 +373,28 @@ fn no_state_survives_between_calls() {
     );
 }
 
+/// A pooled slot keeps the low megabyte of memory mapped between calls (`sandbox/mod.rs`,
+/// `Resident::Kept`): what a call left in it (here, in its unused stack) is reset before the next.
+#[test]
+fn no_state_survives_between_calls_in_the_memory_a_slot_keeps_resident() {
+    const MARK: u64 = 0x7475_726e_6761_7465;
+    let ws = escape_workspace();
+    for _ in 0..3 {
+        let outcome = attack(&ws, "hostile_ro", json!({"attack": "stack_residue"}));
+        let answer = outcome.result.unwrap();
+        let (seen, address) = answer.split_once(" at ").unwrap();
+        assert!(
+            address.parse::<u64>().unwrap() < 1 << 20,
+            "the word is in the resident megabyte: {answer}"
+        );
+        assert_ne!(
+            seen.parse::<u64>().unwrap(),
+            MARK,
+            "a previous call's mark survived"
+        );
+    }
+}
+
 #[test]
 fn a_hard_link_to_an_outside_file_is_refused_by_the_gate() {
     let ws = Workspace::new();

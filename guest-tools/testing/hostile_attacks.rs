@@ -59,7 +59,7 @@ pub fn descriptor(name: &str, access: Access) -> Descriptor {
         "properties": {
             "attack": {
                 "type": "string",
-                "description": "noop, counter, env, read, read_repeatedly, write, append, create_new, mkdir, rename, list, walk, write_all, write_all_then_panic, write_all_then_spin, symlink, spin, sleep, alloc, print, big_result or panic."
+                "description": "noop, counter, stack_residue, env, read, read_repeatedly, write, append, create_new, mkdir, rename, list, walk, write_all, write_all_then_panic, write_all_then_spin, symlink, spin, sleep, alloc, print, big_result or panic."
             },
             "arg": {
                 "type": "string",
@@ -103,6 +103,7 @@ pub fn call(input: &str) -> Result<String, ToolError> {
             .fetch_add(1, Ordering::Relaxed)
             .wrapping_add(1)
             .to_string()),
+        "stack_residue" => Ok(stack_residue()),
         "read" => {
             let target = input.target()?;
             let content = fs::read_to_string(target).map_err(|err| io_error(target, err))?;
@@ -256,4 +257,26 @@ fn walk(dir: &Path, seen: &mut Vec<String>) {
             },
         }
     }
+}
+
+/// What `stack_residue` leaves behind: "turngate" in ASCII.
+const RESIDUE_MARK: u64 = 0x7475_726e_6761_7465;
+
+/// Reads, then marks, a word of linear memory 32 KiB below the frame in use: stack that this call
+/// does not use, at the low addresses a pooled slot keeps resident between calls. Answers
+/// `<word read> at <address>`; a call in a fresh instance never reads the mark a previous call left.
+#[inline(never)]
+#[allow(unsafe_code)] // reading memory no Rust object owns is the point of this attack
+fn stack_residue() -> String {
+    let here = 0u8;
+    let address = (std::ptr::addr_of!(here) as usize).saturating_sub(32 << 10) & !7;
+    let word = address as *mut u64;
+    // SAFETY: on wasm32 every address below the memory's size is linear memory, and this one is
+    // in the stack region below every frame of the call, which nothing else uses meanwhile.
+    let seen = unsafe {
+        let seen = std::ptr::read_volatile(word);
+        std::ptr::write_volatile(word, RESIDUE_MARK);
+        seen
+    };
+    format!("{seen} at {address}")
 }
