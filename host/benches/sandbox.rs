@@ -5,6 +5,10 @@
 //! * `write_file` of 1 KiB through the warm sandbox (gate + a fresh instance per call) vs `std::fs::write`
 //!   of the same bytes, and vs the same atomic replace done natively (temporary file, then rename);
 //! * a no-op call (a tool without paths, so no preopen) vs a native function call;
+//! * `read_file` of a 1-byte file (a view, so the call runs on a call thread) vs the no-op call;
+//! * what a hand-off between threads costs on this machine: a round trip to another thread and back,
+//!   the other thread asleep between trips, vs both threads looking for the message (`sched_yield`
+//!   between looks), as call threads and their callers do (`sandbox/threads.rs`);
 //! * the first call of a new `turngate call` process with a warm and with no precompiled cache, vs a
 //!   process per call that writes the file natively (`sh -c 'printf ... > file'`).
 //!
@@ -36,6 +40,47 @@ fn first_call(bin: &Path, root: &Path, cache: &[&str]) -> Duration {
         .unwrap();
     assert!(status.success());
     start.elapsed()
+}
+
+/// The median round trip to another thread and back over channels, with 20 µs of work between trips:
+/// the other thread waiting asleep (`recv`), or both looking for the message (`try_recv`, then
+/// `sched_yield`).
+fn hand_off(looking: bool) -> Duration {
+    use std::sync::mpsc::{Receiver, channel};
+    fn next(receive: &Receiver<u32>, looking: bool) -> Option<u32> {
+        if !looking {
+            return receive.recv().ok();
+        }
+        loop {
+            match receive.try_recv() {
+                Ok(value) => return Some(value),
+                Err(std::sync::mpsc::TryRecvError::Empty) => std::thread::yield_now(),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
+            }
+        }
+    }
+    let (there, receive_there) = channel::<u32>();
+    let (back, receive_back) = channel::<u32>();
+    let other = std::thread::spawn(move || {
+        while let Some(value) = next(&receive_there, looking) {
+            back.send(value).unwrap();
+        }
+    });
+    let trips: Vec<Duration> = (0..WARM_SAMPLES)
+        .map(|_| {
+            let work = Instant::now();
+            while work.elapsed() < Duration::from_micros(20) {
+                std::hint::spin_loop();
+            }
+            let start = Instant::now();
+            there.send(1).unwrap();
+            next(&receive_back, looking).unwrap();
+            start.elapsed()
+        })
+        .collect();
+    drop(there);
+    other.join().unwrap();
+    median(trips)
 }
 
 fn row(name: &str, sandbox: Duration, baseline_name: &str, baseline: Duration) {
@@ -109,6 +154,26 @@ fn main() {
         noop,
         "native fn (parse {})",
         native_noop,
+    );
+
+    std::fs::write(work.path().join("one.txt"), "x").unwrap();
+    let read = measure(WARM_SAMPLES, || {
+        let outcome =
+            runtime.block_on(toolbox.call(&root, &policy, "read_file", r#"{"path":"one.txt"}"#));
+        assert!(outcome.result.is_ok());
+    });
+    row(
+        "read_file of a 1-byte file (a view, on a call thread)",
+        read,
+        "no-op call (no view, on the caller's task)",
+        noop,
+    );
+    let (asleep, looking) = (hand_off(false), hand_off(true));
+    row(
+        "hand-off to a thread and back, the thread asleep",
+        asleep,
+        "both threads looking (sched_yield)",
+        looking,
     );
 
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_turngate"));

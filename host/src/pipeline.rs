@@ -430,6 +430,7 @@ pub(crate) async fn gate_and_run(
     name: &str,
     raw_input: &str,
 ) -> (CallOutcome, Vec<PathRecord>) {
+    toolbox.prepare_thread_for(name);
     match check_call(toolbox, context.root, context.policy, name, raw_input) {
         Ok(approved) => {
             let paths = path_records(&approved);

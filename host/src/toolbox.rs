@@ -566,9 +566,20 @@ impl Toolbox {
         name: &str,
         raw_input: &str,
     ) -> CallOutcome {
+        self.prepare_thread_for(name);
         match check_call(self, context.root, context.policy, name, raw_input) {
             Ok(approved) => self.run_in(context, &approved, raw_input).await,
             Err(refusal) => CallOutcome::refused(name, CallError::Gate(refusal)),
+        }
+    }
+
+    /// Wakes a call thread if `name` is a tool that declares paths (its call, once approved, runs on
+    /// one with its view), so that the thread is ready when the gate and the view are.
+    pub(crate) fn prepare_thread_for(&self, name: &str) {
+        if let Some(tool) = self.tools.get(name)
+            && tool.descriptor().filesystem_access().is_some()
+        {
+            self.sandbox.warm_call_thread();
         }
     }
 

@@ -46,7 +46,7 @@ use self::cache::PrecompiledCache;
 use self::filesystem::ViewCtx;
 use self::limits::{CallLimiter, MemoryLimitExceeded};
 use self::output::{BoundedOutput, OutputLimitExceeded};
-use self::threads::CallThreads;
+use self::threads::{CallThreads, answer_of};
 use crate::cancel::Cancel;
 use crate::descriptor::{Access, PathParam};
 use crate::network::{CallNetwork, NetworkHooks, NetworkSetup, RequestRecord};
@@ -284,6 +284,11 @@ impl Sandbox {
             slots: Arc::new(tokio::sync::Semaphore::new(slots)),
             ticker: Once::new(),
         })
+    }
+
+    /// Wakes the call thread the next call with a view will run on (see [`threads`]).
+    pub(crate) fn warm_call_thread(&self) {
+        self.threads.warm();
     }
 
     /// The limits every call runs under.
@@ -658,7 +663,7 @@ impl<F: Future<Output = Finished>> Running<F> {
     async fn finished(&mut self) -> Option<Finished> {
         match self {
             Running::Inline(work) => Some(work.as_mut().await),
-            Running::OnThread { answer, .. } => answer.await.ok(),
+            Running::OnThread { answer, .. } => answer_of(answer).await,
         }
     }
 

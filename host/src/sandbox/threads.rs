@@ -5,19 +5,47 @@
 //! tens of microseconds, more than a small call) up to [`MAX_IDLE`]; a call stuck in a host call keeps
 //! its thread until the host call returns, and the pool simply starts another. The threads are
 //! detached, so a stuck one never holds up the process's exit.
+//!
+//! A thread that finished a call keeps looking for the next one for [`LINGER`] before it sleeps, and
+//! the caller looks for a call's answer as long before it sleeps ([`answer_of`]): waking a sleeping
+//! thread costs far more than a small call on a virtual machine whose idle CPUs halt (about 50 µs a
+//! wake-up against 0.4 µs between two threads that are running; see BENCHMARKS.md, "Hand-offs"), and a
+//! call hands off twice. Both look with `sched_yield` between looks, so another thread that has work
+//! gets the CPU at once. A caller that will need a thread can wake one ahead ([`CallThreads::warm`]),
+//! while it checks the call and builds its view, so that the thread is looking by the time the call
+//! is handed to it.
 
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
 
 /// Most threads kept parked for the next calls.
 const MAX_IDLE: usize = 16;
 
+/// How long a thread that finished a call, or a caller waiting for a call's answer, keeps looking
+/// before it sleeps: longer than a wake-up of a halted virtual CPU (about 50 µs here) and than the
+/// thread's part of a small call (a read, a listing: about 100 µs here), short enough that the CPU time
+/// it costs when nothing comes stays small beside a call's own.
+pub(crate) const LINGER: Duration = Duration::from_micros(200);
+
 type Job = Box<dyn FnOnce() + Send>;
+
+/// What a parked thread is sent.
+enum Message {
+    /// Run this call.
+    Run(Job),
+    /// Wake up and look for a call during [`LINGER`]; stay parked.
+    Linger,
+}
 
 /// A pool of call threads.
 #[derive(Default, Clone)]
 pub(crate) struct CallThreads {
-    idle: Arc<Mutex<Vec<Sender<Job>>>>,
+    /// The parked threads, the most recently parked last: [`CallThreads::spawn`] takes it, and
+    /// [`CallThreads::warm`] wakes it.
+    idle: Arc<Mutex<Vec<Sender<Message>>>>,
 }
 
 impl CallThreads {
@@ -27,18 +55,30 @@ impl CallThreads {
         loop {
             let parked = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
             match parked {
-                Some(thread) => match thread.send(job) {
+                Some(thread) => match thread.send(Message::Run(job)) {
                     Ok(()) => return Ok(()),
                     // That thread is gone; try the next one.
-                    Err(returned) => job = returned.0,
+                    Err(returned) => match returned.0 {
+                        Message::Run(returned) => job = returned,
+                        Message::Linger => unreachable!("a call was sent"),
+                    },
                 },
                 None => return self.start(job),
             }
         }
     }
 
+    /// Wakes the thread the next [`CallThreads::spawn`] will take, if one is parked, so that it is
+    /// looking for the call when the call comes.
+    pub(crate) fn warm(&self) {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(thread) = idle.last() {
+            let _ = thread.send(Message::Linger);
+        }
+    }
+
     fn start(&self, first: Job) -> std::io::Result<()> {
-        let (send, receive) = channel::<Job>();
+        let (send, receive) = channel::<Message>();
         let idle = self.idle.clone();
         std::thread::Builder::new()
             .name("turngate-call".into())
@@ -47,7 +87,12 @@ impl CallThreads {
     }
 }
 
-fn serve(first: Job, send: &Sender<Job>, receive: &Receiver<Job>, idle: &Mutex<Vec<Sender<Job>>>) {
+fn serve(
+    first: Job,
+    send: &Sender<Message>,
+    receive: &Receiver<Message>,
+    idle: &Mutex<Vec<Sender<Message>>>,
+) {
     first();
     loop {
         {
@@ -57,9 +102,115 @@ fn serve(first: Job, send: &Sender<Job>, receive: &Receiver<Job>, idle: &Mutex<V
             }
             parked.push(send.clone());
         }
-        match receive.recv() {
-            Ok(job) => job(),
-            Err(_) => return,
+        match next_job(receive) {
+            Some(job) => job(),
+            None => return,
         }
+    }
+}
+
+/// The next call: looked for during [`LINGER`] (from now, and again from each [`Message::Linger`]),
+/// then waited for asleep. `None` once the pool is gone.
+fn next_job(receive: &Receiver<Message>) -> Option<Job> {
+    let mut since = Instant::now();
+    loop {
+        let message = if since.elapsed() < LINGER {
+            match receive.try_recv() {
+                Ok(message) => message,
+                Err(TryRecvError::Empty) => {
+                    std::thread::yield_now();
+                    continue;
+                }
+                Err(TryRecvError::Disconnected) => return None,
+            }
+        } else {
+            receive.recv().ok()?
+        };
+        match message {
+            Message::Run(job) => return Some(job),
+            Message::Linger => since = Instant::now(),
+        }
+    }
+}
+
+/// A call thread's answer: looked for during [`LINGER`] (yielding to the caller's other tasks between
+/// looks), then awaited. `None` if the thread ended without one.
+pub(crate) async fn answer_of<T>(answer: &mut oneshot::Receiver<T>) -> Option<T> {
+    let since = Instant::now();
+    while since.elapsed() < LINGER {
+        match answer.try_recv() {
+            Ok(value) => return Some(value),
+            Err(oneshot::error::TryRecvError::Empty) => tokio::task::yield_now().await,
+            Err(oneshot::error::TryRecvError::Closed) => return None,
+        }
+    }
+    answer.await.ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `job` on the pool and waits for it; answers the thread it ran on.
+    fn run_on(pool: &CallThreads) -> std::thread::ThreadId {
+        let (send, receive) = channel();
+        pool.spawn(move || {
+            let _ = send.send(std::thread::current().id());
+        })
+        .unwrap();
+        receive.recv().unwrap()
+    }
+
+    /// Waits until `count` threads are parked.
+    fn parked(pool: &CallThreads, count: usize) {
+        while pool.idle.lock().unwrap().len() != count {
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_warmed_thread_stays_parked_and_takes_the_next_call() {
+        let pool = CallThreads::default();
+        let first = run_on(&pool);
+        parked(&pool, 1);
+        pool.warm();
+        assert_eq!(
+            pool.idle.lock().unwrap().len(),
+            1,
+            "warming takes no thread"
+        );
+        assert_eq!(run_on(&pool), first, "no second thread was started");
+        parked(&pool, 1);
+    }
+
+    #[test]
+    fn a_thread_that_stopped_looking_still_takes_the_next_call() {
+        let pool = CallThreads::default();
+        let first = run_on(&pool);
+        parked(&pool, 1);
+        std::thread::sleep(LINGER * 10);
+        assert_eq!(run_on(&pool), first);
+        // Warmed and left alone, it goes back to sleep and wakes for a call all the same.
+        pool.warm();
+        std::thread::sleep(LINGER * 10);
+        assert_eq!(run_on(&pool), first);
+    }
+
+    #[tokio::test]
+    async fn an_answer_is_found_whether_it_came_while_looking_or_after() {
+        let (send, mut answer) = oneshot::channel();
+        send.send(1).unwrap();
+        assert_eq!(answer_of(&mut answer).await, Some(1));
+
+        let (send, mut answer) = oneshot::channel();
+        std::thread::spawn(move || {
+            std::thread::sleep(LINGER * 10);
+            send.send(2).unwrap();
+        });
+        assert_eq!(answer_of(&mut answer).await, Some(2));
+
+        let (send, mut answer) = oneshot::channel::<i32>();
+        drop(send);
+        assert_eq!(answer_of(&mut answer).await, None);
     }
 }
