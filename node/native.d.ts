@@ -39,9 +39,10 @@ export declare class NativeToolbox {
   toolDefinitions(provider: string): string
   /**
    * Runs one call as `turngate call` does (options as JSON text: `review`, `callId`, `turnId`);
-   * answers the outcome as JSON text.
+   * answers the outcome as JSON text: itself when the call finished within a moment and its tool's
+   * last call did too (without an approver), else a promise of it ([`answer_or_promise`]).
    */
-  call(tool: string, input: string, options: string, approver?: (((arg: string) => Promise<boolean>)) | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string>
+  call(tool: string, input: string, options: string, approver?: (((arg: string) => Promise<boolean>)) | undefined | null, cancel?: NativeCancel | undefined | null): string | Promise<string>
   /**
    * Gates a decoded turn as `turngate run` does (options as JSON text: `review`, `turnId`, `audit`);
    * answers the report as JSON text. A malformed turn is a `StreamParseError` carrying the report

@@ -66,6 +66,7 @@ pub mod sandbox;
 pub mod scope;
 pub mod sse;
 mod test_hooks;
+pub mod threads;
 pub mod toolbox;
 pub mod turn;
 pub mod view;

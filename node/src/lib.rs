@@ -1,6 +1,6 @@
 //! The N-API addon behind the Node package `turngate`, as thin as the CLI: every function translates
 //! JavaScript values into the library's types, runs the library off the JavaScript thread (on the
-//! runtime's blocking pool, see [`running`]; the decoder on libuv's pool), and answers the library's
+//! addon's threads, see [`running`]; the decoder on libuv's pool), and answers the library's
 //! own JSON as text. The gate, the sandbox, approval and the journal are the library's.
 //!
 //! `index.js` is the package's face: it reads streams and async iterables into the decoder, parses the

@@ -2,17 +2,19 @@
 //! `turngate call`, `turngate run`, `turngate journal` and `turngate undo` use them. Every method runs
 //! the library off the JavaScript thread ([`crate::running`]) and answers the library's own JSON as text.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use napi::Env;
-use napi::bindgen_prelude::{Promise, PromiseRaw};
+use napi::bindgen_prelude::{Either, Promise, PromiseRaw};
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 use serde_json::Value;
 use turngate::effects::journal::{CallState, UndoError as LibUndoError};
 use turngate::live::request::tool_definitions;
+use turngate::threads::LINGER;
 use turngate::{
     CacheSetting, CallContext, Cancel, Effects, Journal, Limits, Policy, Retention, Root, Toolbox,
     TurnHooks, TurnOptions, TurnStatus, UndoTarget, process_turn_with,
@@ -21,7 +23,7 @@ use turngate::{
 use crate::approver::NodeApprover;
 use crate::decoder::{NativeTurn, parse_provider};
 use crate::errors::{Class, error, error_with};
-use crate::running::promise_of;
+use crate::running::{answer_or_promise, promise_of};
 
 /// A cancellation signal (`index.js` sets it when the call's `AbortSignal` aborts): a stopped call
 /// applies nothing; the calls of a turn after it are answered `cancelled`.
@@ -76,6 +78,22 @@ struct State {
     root: Root,
     policy: Policy,
     effects: Effects,
+    /// Each tool's last call: whether it took less than [`LINGER`].
+    quick: Mutex<HashMap<String, bool>>,
+}
+
+impl State {
+    /// Whether the tool's last call took less than [`LINGER`] (or it has not been called yet).
+    fn answered_quickly(&self, tool: &str) -> bool {
+        let quick = self.quick.lock().unwrap_or_else(|e| e.into_inner());
+        quick.get(tool).copied().unwrap_or(true)
+    }
+
+    /// Remembers how long a call of `tool` took.
+    fn took(&self, tool: String, duration: Duration) {
+        let mut quick = self.quick.lock().unwrap_or_else(|e| e.into_inner());
+        quick.insert(tool, duration < LINGER);
+    }
 }
 
 /// Tools, a root, a policy and the root's journal.
@@ -133,6 +151,7 @@ pub fn open_toolbox(env: &Env, options: String) -> napi::Result<PromiseRaw<'_, N
             root,
             policy,
             effects: Effects::default(),
+            quick: Mutex::default(),
         })))
     })
 }
@@ -192,8 +211,9 @@ impl NativeToolbox {
     }
 
     /// Runs one call as `turngate call` does (options as JSON text: `review`, `callId`, `turnId`);
-    /// answers the outcome as JSON text.
-    #[napi]
+    /// answers the outcome as JSON text: itself when the call finished within a moment and its tool's
+    /// last call did too (without an approver), else a promise of it ([`answer_or_promise`]).
+    #[napi(ts_return_type = "string | Promise<string>")]
     pub fn call<'env>(
         &self,
         env: &'env Env,
@@ -202,12 +222,14 @@ impl NativeToolbox {
         options: String,
         approver: Option<ThreadsafeFunction<String, Promise<bool>, String, napi::Status, false>>,
         cancel: Option<&NativeCancel>,
-    ) -> napi::Result<PromiseRaw<'env, String>> {
+    ) -> napi::Result<Either<String, PromiseRaw<'env, String>>> {
         let state = Arc::clone(&self.0);
         let cancel = cancel.map(|c| c.0.clone());
         let options: CallOptions = serde_json::from_str(&options)
             .map_err(|e| error(Class::Usage, format!("call options: {e}")))?;
-        promise_of(env, async move {
+        let look = approver.is_none() && state.answered_quickly(&tool);
+        answer_or_promise(env, look, async move {
+            let started = Instant::now();
             let approver = approver.map(NodeApprover);
             let mut context = CallContext::new(&state.root, &state.policy, &state.effects);
             context.approver = approver.as_ref().map(|a| a as _);
@@ -216,6 +238,7 @@ impl NativeToolbox {
             context.call_id = options.call_id;
             context.turn = options.turn_id;
             let outcome = state.toolbox.call_in(&mut context, &tool, &input).await;
+            state.took(tool, started.elapsed());
             Ok(outcome.to_json().to_string())
         })
     }

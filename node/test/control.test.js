@@ -70,6 +70,27 @@ test('an aborted call applies nothing and stops at once', async () => {
   assert.ok(fs.existsSync(path.join(root, 'a.txt')));
 });
 
+test('calls answer alike whether they finish while the JavaScript thread looks for them or after', async () => {
+  // read_file answers within the moment the addon looks for a quick tool's answer; write_file, which
+  // flushes what it wrote, does not: its calls become promises the addon's thread settles.
+  const root = freshRoot();
+  const toolbox = await openToolbox(root);
+  for (let i = 0; i < 100; i++) {
+    const written = await toolbox.call('write_file', { path: `f${i % 7}.txt`, content: `${i}\n` });
+    assert.equal(written.status, 'ok', JSON.stringify(written));
+    const read = await toolbox.call('read_file', { path: `f${i % 7}.txt` });
+    assert.equal(read.status, 'ok', JSON.stringify(read));
+    assert.match(read.output, new RegExp(`^${i}\n`));
+  }
+  const many = await Promise.all(
+    Array.from({ length: 60 }, (_, i) =>
+      i % 2 ? toolbox.call('read_file', { path: 'notes.txt' }) : toolbox.call('write_file', { path: `g${i}.txt`, content: 'g\n' }),
+    ),
+  );
+  assert.ok(many.every((o) => o.status === 'ok'), JSON.stringify(many.filter((o) => o.status !== 'ok')));
+  assert.ok(many.filter((_, i) => i % 2).every((o) => o.output.startsWith('Original notes')));
+});
+
 /** An Anthropic turn of `n` complete write_file calls, each to its own file. */
 function manyWrites(n) {
   const event = (name, data) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;

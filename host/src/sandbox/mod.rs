@@ -21,7 +21,6 @@ mod errors;
 pub(crate) mod filesystem;
 mod limits;
 mod output;
-mod threads;
 mod wasi;
 
 use std::future::Future;
@@ -46,10 +45,10 @@ use self::cache::PrecompiledCache;
 use self::filesystem::ViewCtx;
 use self::limits::{CallLimiter, MemoryLimitExceeded};
 use self::output::{BoundedOutput, OutputLimitExceeded};
-use self::threads::{CallThreads, answer_of};
 use crate::cancel::Cancel;
 use crate::descriptor::{Access, PathParam};
 use crate::network::{CallNetwork, NetworkHooks, NetworkSetup, RequestRecord};
+use crate::threads::{Threads, answer_of};
 use crate::view::CallView;
 
 pub use self::errors::{RunError, ToolError};
@@ -111,7 +110,7 @@ pub(crate) struct Sandbox {
     network_linker: Linker<CallState>,
     limits: Limits,
     cache: Option<PrecompiledCache>,
-    threads: CallThreads,
+    threads: Threads,
     /// One permit per instance slot of the pool: a call waits for one rather than fail.
     slots: Arc<tokio::sync::Semaphore>,
     /// The epoch ticker, started at the first `describe` or call on the caller's task.
@@ -280,13 +279,13 @@ impl Sandbox {
             network_linker,
             limits,
             cache,
-            threads: CallThreads::default(),
+            threads: Threads::new("turngate-call"),
             slots: Arc::new(tokio::sync::Semaphore::new(slots)),
             ticker: Once::new(),
         })
     }
 
-    /// Wakes the call thread the next call with a view will run on (see [`threads`]).
+    /// Wakes the call thread the next call with a view will run on (see [`crate::threads`]).
     pub(crate) fn warm_call_thread(&self) {
         self.threads.warm();
     }

@@ -1,19 +1,20 @@
-//! The threads calls run on: parked between calls, one more made whenever all are busy.
+//! Threads that work is handed to: parked between jobs, one more made whenever all are busy. The
+//! sandbox runs calls with a view on them (so that the caller can stop waiting at the wall-time limit
+//! whatever the guest or a host call is doing), and the Node addon its work off the JavaScript thread.
 //!
-//! A call runs on a thread of its own so that the caller can stop waiting at the wall-time limit
-//! whatever the guest or a host call is doing. Threads are kept for the next call (starting one costs
-//! tens of microseconds, more than a small call) up to [`MAX_IDLE`]; a call stuck in a host call keeps
-//! its thread until the host call returns, and the pool simply starts another. The threads are
-//! detached, so a stuck one never holds up the process's exit.
+//! Threads are kept for the next job (starting one costs tens of microseconds, more than a small
+//! call) up to [`MAX_IDLE`]; a job stuck in a host call keeps its thread until the host call returns,
+//! and the pool simply starts another. The threads are detached, so a stuck one never holds up the
+//! process's exit.
 //!
-//! A thread that finished a call keeps looking for the next one for [`LINGER`] before it sleeps, and
-//! the caller looks for a call's answer as long before it sleeps ([`answer_of`]): waking a sleeping
-//! thread costs far more than a small call on a virtual machine whose idle CPUs halt (about 50 µs a
-//! wake-up against 0.4 µs between two threads that are running; see BENCHMARKS.md, "Hand-offs"), and a
-//! call hands off twice. Both look with `sched_yield` between looks, so another thread that has work
-//! gets the CPU at once. A caller that will need a thread can wake one ahead ([`CallThreads::warm`]),
-//! while it checks the call and builds its view, so that the thread is looking by the time the call
-//! is handed to it.
+//! A thread that finished a job keeps looking for the next one for [`LINGER`] before it sleeps, and
+//! the caller looks for a job's answer as long before it sleeps ([`answer_of`]): waking a sleeping
+//! thread costs far more than a small call on a virtual machine whose idle CPUs halt (a round trip to
+//! a sleeping thread and back took 99 µs here, against 3.7 µs between two threads that were looking:
+//! `cargo bench --bench sandbox`), and a job hands off twice. Both look with `sched_yield` between
+//! looks, so another thread that has work gets the CPU at once. A caller that will need a thread can
+//! wake one ahead ([`Threads::warm`]), while it checks the call and builds its view, so that the
+//! thread is looking by the time the job is handed to it.
 
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::sync::{Arc, Mutex};
@@ -21,36 +22,46 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-/// Most threads kept parked for the next calls.
+/// Most threads kept parked for the next jobs.
 const MAX_IDLE: usize = 16;
 
-/// How long a thread that finished a call, or a caller waiting for a call's answer, keeps looking
+/// How long a thread that finished a job, or a caller waiting for a job's answer, keeps looking
 /// before it sleeps: longer than a wake-up of a halted virtual CPU (about 50 µs here) and than the
 /// thread's part of a small call (a read, a listing: about 100 µs here), short enough that the CPU time
 /// it costs when nothing comes stays small beside a call's own.
-pub(crate) const LINGER: Duration = Duration::from_micros(200);
+pub const LINGER: Duration = Duration::from_micros(200);
 
 type Job = Box<dyn FnOnce() + Send>;
 
 /// What a parked thread is sent.
 enum Message {
-    /// Run this call.
+    /// Run this job.
     Run(Job),
-    /// Wake up and look for a call during [`LINGER`]; stay parked.
+    /// Wake up and look for a job during [`LINGER`]; stay parked.
     Linger,
 }
 
-/// A pool of call threads.
-#[derive(Default, Clone)]
-pub(crate) struct CallThreads {
-    /// The parked threads, the most recently parked last: [`CallThreads::spawn`] takes it, and
-    /// [`CallThreads::warm`] wakes it.
+/// A pool of threads.
+#[derive(Clone)]
+pub struct Threads {
+    /// What the threads are called.
+    name: &'static str,
+    /// The parked threads, the most recently parked last: [`Threads::spawn`] takes it, and
+    /// [`Threads::warm`] wakes it.
     idle: Arc<Mutex<Vec<Sender<Message>>>>,
 }
 
-impl CallThreads {
+impl Threads {
+    /// A pool whose threads are called `name`; none is started until the first job.
+    pub fn new(name: &'static str) -> Threads {
+        Threads {
+            name,
+            idle: Arc::default(),
+        }
+    }
+
     /// Runs `job` on a parked thread, or on a new one when none is free.
-    pub(crate) fn spawn(&self, job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    pub fn spawn(&self, job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
         let mut job: Job = Box::new(job);
         loop {
             let parked = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
@@ -68,9 +79,9 @@ impl CallThreads {
         }
     }
 
-    /// Wakes the thread the next [`CallThreads::spawn`] will take, if one is parked, so that it is
-    /// looking for the call when the call comes.
-    pub(crate) fn warm(&self) {
+    /// Wakes the thread the next [`Threads::spawn`] will take, if one is parked, so that it is
+    /// looking for the job when the job comes.
+    pub fn warm(&self) {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(thread) = idle.last() {
             let _ = thread.send(Message::Linger);
@@ -81,7 +92,7 @@ impl CallThreads {
         let (send, receive) = channel::<Message>();
         let idle = self.idle.clone();
         std::thread::Builder::new()
-            .name("turngate-call".into())
+            .name(self.name.into())
             .spawn(move || serve(first, &send, &receive, &idle))?;
         Ok(())
     }
@@ -109,7 +120,7 @@ fn serve(
     }
 }
 
-/// The next call: looked for during [`LINGER`] (from now, and again from each [`Message::Linger`]),
+/// The next job: looked for during [`LINGER`] (from now, and again from each [`Message::Linger`]),
 /// then waited for asleep. `None` once the pool is gone.
 fn next_job(receive: &Receiver<Message>) -> Option<Job> {
     let mut since = Instant::now();
@@ -133,9 +144,9 @@ fn next_job(receive: &Receiver<Message>) -> Option<Job> {
     }
 }
 
-/// A call thread's answer: looked for during [`LINGER`] (yielding to the caller's other tasks between
-/// looks), then awaited. `None` if the thread ended without one.
-pub(crate) async fn answer_of<T>(answer: &mut oneshot::Receiver<T>) -> Option<T> {
+/// A job's answer: looked for during [`LINGER`] (yielding to the caller's other tasks between looks),
+/// then awaited. `None` if the job ended without one.
+pub async fn answer_of<T>(answer: &mut oneshot::Receiver<T>) -> Option<T> {
     let since = Instant::now();
     while since.elapsed() < LINGER {
         match answer.try_recv() {
@@ -152,7 +163,7 @@ mod tests {
     use super::*;
 
     /// Runs `job` on the pool and waits for it; answers the thread it ran on.
-    fn run_on(pool: &CallThreads) -> std::thread::ThreadId {
+    fn run_on(pool: &Threads) -> std::thread::ThreadId {
         let (send, receive) = channel();
         pool.spawn(move || {
             let _ = send.send(std::thread::current().id());
@@ -162,7 +173,7 @@ mod tests {
     }
 
     /// Waits until `count` threads are parked.
-    fn parked(pool: &CallThreads, count: usize) {
+    fn parked(pool: &Threads, count: usize) {
         while pool.idle.lock().unwrap().len() != count {
             std::thread::yield_now();
         }
@@ -170,7 +181,7 @@ mod tests {
 
     #[test]
     fn a_warmed_thread_stays_parked_and_takes_the_next_call() {
-        let pool = CallThreads::default();
+        let pool = Threads::new("test");
         let first = run_on(&pool);
         parked(&pool, 1);
         pool.warm();
@@ -185,7 +196,7 @@ mod tests {
 
     #[test]
     fn a_thread_that_stopped_looking_still_takes_the_next_call() {
-        let pool = CallThreads::default();
+        let pool = Threads::new("test");
         let first = run_on(&pool);
         parked(&pool, 1);
         std::thread::sleep(LINGER * 10);
