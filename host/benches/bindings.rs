@@ -31,7 +31,7 @@ use turngate::{CacheSetting, Policy, Provider, Root, Toolbox, TurnOptions, proce
 
 const ROUNDS: usize = 5;
 const NOOP_PER_ROUND: usize = 2000;
-const TURNS_PER_ROUND: usize = 3;
+const TURNS_PER_ROUND: usize = 6;
 const TURN_CALLS: usize = 500;
 
 /// What every driver and the in-process side share: the tools, the compiled-component cache, the turn.
