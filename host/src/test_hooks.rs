@@ -6,10 +6,17 @@
 //!   (`effects/journal/apply.rs`): `intent` (the intent written, not yet durable), `durable` (the intent and
 //!   pre-images on disk, nothing moved), `moved-one` (the first change in place), `moved-all` (every
 //!   change in place and its directories flushed, not yet marked applied).
+//! * `TURNGATE_TEST_FAIL_AT=second-move` makes an apply's second move fail as the filesystem could, so
+//!   the call is rolled back by the process that applied it.
 //! * `TURNGATE_TEST_DURABLE_RECORD=<file>` appends a line to that file for each flush the journal makes
 //!   (`synced <dev> <ino>`, of the descriptor flushed) and each change it moves into place (`moved`),
 //!   in order: what was durable at a crash point, for the crash tests to hold against what recovery
 //!   needs there (a killed process keeps its page cache, so a missing flush is otherwise invisible).
+//! * `TURNGATE_TEST_BOOT_ID=<id>` stands for the boot's identity in the journal
+//!   (`effects/journal/ahead.rs`): a run with another ID than the one a call was written ahead in is a
+//!   run after a power loss, which rolls forward what the call's lost writes undid.
+//! * `TURNGATE_TEST_INLINE_LIMIT=<bytes>` replaces the most new content a call may write ahead into
+//!   the log (`0`: no call is written ahead, every apply flushes its staged files and directories).
 //! * `TURNGATE_TEST_PREPARE_RECORD=<file>` appends `prepared <sha256>` to that file each time the
 //!   sandbox prepares a component (compiles it, or loads it from the cache): which tools a process
 //!   compiled, and how often.
@@ -40,6 +47,12 @@ pub(crate) fn crash_point(point: &str) {
     if setting(&AT, "TURNGATE_TEST_CRASH_AT") == Some(point) {
         std::process::abort();
     }
+}
+
+/// Whether the step `point` is to fail.
+pub(crate) fn fail_point(point: &str) -> bool {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    setting(&AT, "TURNGATE_TEST_FAIL_AT") == Some(point)
 }
 
 /// The record of flushes and moves, when one is asked for.
@@ -81,6 +94,18 @@ pub(crate) fn moved() {
     if durable_record().is_some() {
         record("moved");
     }
+}
+
+/// The boot identity the tests stand in for this boot's, if any.
+pub(crate) fn boot_id() -> Option<&'static str> {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    setting(&AT, "TURNGATE_TEST_BOOT_ID")
+}
+
+/// The most new content a call may write ahead, if the tests set it.
+pub(crate) fn inline_limit() -> Option<u64> {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    setting(&AT, "TURNGATE_TEST_INLINE_LIMIT").and_then(|limit| limit.parse().ok())
 }
 
 /// Records that the component with this digest was just prepared (compiled, or loaded from the cache).

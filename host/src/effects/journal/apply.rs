@@ -1,20 +1,26 @@
 //! Applying a checked change set.
 //!
 //! Check every target (it must still resolve beneath the root through real directories, and be what the
-//! view first saw), write the intent, make it and the staged files durable, then move everything into
-//! place: a new file by a rename that never replaces, a replaced file by an exchange with its new
-//! content, a removed one into `pre/`. Each move is checked on what it moved (the object that arrived,
-//! [`super::moves`]): a file swapped in after the check is put back and the call fails. The directories
-//! the moves changed are flushed before the call is marked applied. If the process dies at any point,
-//! the next journal operation settles the intent ([`super::recovery`]).
+//! view first saw), write the intent, make it durable, then move everything into place: a new file by a
+//! rename that never replaces, a replaced file by an exchange with its new content, a removed one into
+//! `pre/`. Each move is checked on what it moved (the object that arrived, [`super::moves`]): a file
+//! swapped in after the check is put back and the call fails. If the process dies at any point, the
+//! next journal operation settles the intent ([`super::recovery`]).
 //!
-//! Only what the call wrote is flushed ([`super::durable`]), never the whole filesystem: before the
-//! first move, each staged file's data and the log up to the intent (and, on a journal's first apply,
-//! the entries of the state directory and of the log); after the last, the entries of every directory
-//! a move changed (each target's parent, and `pre/`). A rename is atomic across a crash, so each
-//! target holds its old or its new file; the intent and the new content are on disk before any
-//! target can change; and no `applied` mark (nor the next call's intent after it) can reach the disk
-//! before the moves it stands for.
+//! Only what the call wrote is flushed ([`super::durable`]), never the whole filesystem, in one of two
+//! ways:
+//!
+//! * **Written ahead** (a call whose new content is small, [`super::ahead`]): the intent carries the new
+//!   bytes, and one flush of the log (with, on a journal's first apply, the entries of the state
+//!   directory and of the log) makes the call durable before anything moves. Its files and directories
+//!   reach the disk later; after a power loss, recovery rolls the call forward from the log.
+//! * **Flushed in place** (any other call): before the first move, each staged file's data and the log
+//!   up to the intent; after the last, the entries of every directory a move changed (each target's
+//!   parent, and `pre/`), before the call can be marked applied.
+//!
+//! Either way a rename is atomic across a crash, so each target holds its old or its new file; the
+//! intent and the new content are on disk before any target can change; and a call that failed is
+//! marked rolled back on disk before a call written ahead could be rolled forward.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -22,7 +28,8 @@ use std::os::unix::fs::PermissionsExt;
 
 use cap_std::fs::{Dir, MetadataExt};
 
-use super::durable::{sync_dir, sync_file};
+use super::ahead::write_ahead;
+use super::durable::{mark_layout, sync_dir, sync_file};
 use super::log::{entry_event, state_event};
 use super::moves::{ensure_arrived, exchange, object_at, rename_checked, rename_no_replace};
 use super::{CallMeta, CallState, Journal, JournalChange, JournalEntry, journal_error};
@@ -31,7 +38,7 @@ use crate::effects::{Change, ChangeKind, ChangeSet, EffectError};
 use crate::lower::Lower;
 use crate::resolve::{Entry, EntryKind, RelPath};
 use crate::root::Root;
-use crate::test_hooks::{crash_point, moved};
+use crate::test_hooks::{crash_point, fail_point, moved};
 
 impl Journal {
     /// Applies a checked change set: see the module docs for the steps. Returns the call's journal
@@ -82,41 +89,63 @@ impl Journal {
             state: CallState::Intent,
             damage: None,
         };
-        // Written now, made durable in `perform` together with the staged files.
-        self.append(&entry_event(&entry, CallState::Intent), false)?;
+        let ahead =
+            write_ahead(changes).map_err(|e| journal_error("cannot read a staged file", e))?;
+        // Written now, made durable in `perform` (together with the staged files when not ahead).
+        self.append(
+            &entry_event(&entry, CallState::Intent, ahead.as_ref()),
+            false,
+        )?;
         self.calls.insert(seq, entry.clone());
-        let result = self.perform(root, &mut fresh, changes, &entry);
+        let result = self.perform(root, &mut fresh, changes, &entry, ahead.is_some());
         let state = match &result {
             Ok(()) => CallState::Applied,
             Err(_) => CallState::RolledBack,
         };
-        self.append(&state_event(seq, state), false)?;
+        // A call written ahead would be rolled forward after a power loss unless its rollback is on
+        // disk.
+        self.append(&state_event(seq, state), ahead.is_some() && result.is_err())?;
         if let Some(call) = self.calls.get_mut(&seq) {
             call.state = state;
         }
         result?;
-        self.prune()?;
+        if let Some(ahead) = ahead {
+            self.ahead.insert(seq, ahead);
+            if self.settle_due() {
+                self.settle_ahead(root)?;
+            }
+        }
+        self.prune(root)?;
         drop(guard);
         Ok(self.calls.get(&seq).cloned())
     }
 
-    /// Makes the intent durable, moves every change into place, then makes the moves durable; on a
-    /// failure, puts back what was done.
+    /// Makes the intent durable, moves every change into place, then (unless the call is written
+    /// ahead) makes the moves durable; on a failure, puts back what was done.
     fn perform(
         &mut self,
         root: &Root,
         fresh: &mut Lower,
         changes: &ChangeSet,
         entry: &JournalEntry,
+        ahead: bool,
     ) -> Result<(), EffectError> {
         crash_point("intent");
-        self.make_durable(root, changes)?;
+        self.make_durable(root, changes, ahead)?;
         crash_point("durable");
         let staging = changes.staging();
         let mut done: Vec<usize> = Vec::new();
         for (index, (change, recorded)) in changes.changes().iter().zip(&entry.changes).enumerate()
         {
-            if let Err(error) = self.move_into_place(fresh, staging, change, recorded) {
+            let result = if index > 0 && fail_point("second-move") {
+                Err(EffectError::io(
+                    &change.path,
+                    &io::Error::other("TURNGATE_TEST_FAIL_AT"),
+                ))
+            } else {
+                self.move_into_place(fresh, staging, change, recorded)
+            };
+            if let Err(error) = result {
                 // A replace that failed half-way may have left the new content under its
                 // pre-image's name; it is nobody's pre-image.
                 if let Some(pre) = &entry.changes[index].pre
@@ -131,7 +160,7 @@ impl Journal {
             done.push(index);
             crash_point("moved-one");
         }
-        if let Err(error) = self.sync_moved(fresh, &entry.changes) {
+        if !ahead && let Err(error) = self.sync_moved(fresh, &entry.changes) {
             self.put_back_all(fresh, entry, &done);
             return Err(journal_error("cannot sync a directory", error));
         }
@@ -148,13 +177,18 @@ impl Journal {
         let _ = self.sync_moved(fresh, &entry.changes);
     }
 
-    /// Makes the intent and every staged file durable before anything moves: each staged file's data,
-    /// then the log (its length usually reached the disk with the first). On a journal's first apply,
-    /// also the entries the intent is found by: the log's in the state directory, and the state
-    /// directory's in the root (both may have just been made).
-    fn make_durable(&mut self, root: &Root, changes: &ChangeSet) -> Result<(), EffectError> {
+    /// Makes the intent and the new content durable before anything moves: each staged file's data
+    /// (unless the intent carries it, `ahead`), then the log. Unless the layout mark says they are
+    /// durable already ([`super::durable`]), also the entries the intent is found by: the log's in the
+    /// state directory, and the state directory's in the root (both may have just been made).
+    fn make_durable(
+        &mut self,
+        root: &Root,
+        changes: &ChangeSet,
+        ahead: bool,
+    ) -> Result<(), EffectError> {
         for change in changes.changes() {
-            if let Some(staged) = change.staged() {
+            if let Some(staged) = change.staged().filter(|_| !ahead) {
                 sync_file(&staged.file).map_err(|e| EffectError::io(&change.path, &e))?;
             }
         }
@@ -163,6 +197,8 @@ impl Journal {
                 .and_then(|()| sync_dir(root.dir()))
                 .map_err(|e| journal_error("cannot sync the state directory", e))?;
             self.layout_durable = true;
+            // Only a hint for later processes: without it they flush again.
+            let _ = mark_layout(&self.state, self.log_ino);
         }
         sync_file(&self.log).map_err(|e| journal_error("cannot sync the log", e))
     }

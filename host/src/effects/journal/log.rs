@@ -15,6 +15,7 @@ use std::io::{self, Read, Seek, Write};
 use cap_std::fs::MetadataExt;
 use serde::{Deserialize, Serialize};
 
+use super::ahead::Ahead;
 use super::state::{self, Mode};
 use super::{
     CallState, DAMAGED_DIR, Journal, JournalChange, JournalEntry, LOG_FILE, journal_error,
@@ -31,7 +32,13 @@ pub(super) struct Event {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     call: Option<EventCall>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    damage: Option<String>,
+    pub(super) damage: Option<String>,
+    /// The call's new content, with an intent written ahead ([`super::ahead`]).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    ahead: Option<Ahead>,
+    /// The call written ahead is settled: its effect is durable without its content in the log.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    settled: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -44,8 +51,8 @@ struct EventCall {
     output: Option<String>,
 }
 
-/// The intent line of `entry` (with `state` as its event).
-pub(super) fn entry_event(entry: &JournalEntry, state: CallState) -> Event {
+/// The intent line of `entry` (with `state` as its event), with its content when written ahead.
+pub(super) fn entry_event(entry: &JournalEntry, state: CallState, ahead: Option<&Ahead>) -> Event {
     Event {
         seq: entry.seq,
         event: state,
@@ -58,6 +65,8 @@ pub(super) fn entry_event(entry: &JournalEntry, state: CallState) -> Event {
             output: entry.output.clone(),
         }),
         damage: entry.damage.clone(),
+        ahead: ahead.cloned(),
+        settled: false,
     }
 }
 
@@ -68,12 +77,32 @@ pub(super) fn state_event(seq: u64, state: CallState) -> Event {
         event: state,
         call: None,
         damage: None,
+        ahead: None,
+        settled: false,
     }
 }
 
-/// Folds one event into `calls`; answers whether the event was about a call the log had not
-/// introduced (its intent missing).
-fn fold(calls: &mut BTreeMap<u64, JournalEntry>, event: Event) -> bool {
+/// The line that marks call `seq` (now in `state`) settled: its effect no longer needs the log.
+pub(super) fn settled_event(seq: u64, state: CallState) -> Event {
+    Event {
+        settled: true,
+        ..state_event(seq, state)
+    }
+}
+
+/// Folds one event into `calls` (and the content of calls written ahead into `ahead`); answers
+/// whether the event was about a call the log had not introduced (its intent missing).
+fn fold(
+    calls: &mut BTreeMap<u64, JournalEntry>,
+    ahead: &mut BTreeMap<u64, Ahead>,
+    event: Event,
+) -> bool {
+    if event.settled {
+        ahead.remove(&event.seq);
+    }
+    if let Some(content) = event.ahead {
+        ahead.insert(event.seq, content);
+    }
     match event.call {
         Some(call) => {
             calls.insert(
@@ -117,6 +146,7 @@ impl Journal {
         if on_disk.ino() != self.log_ino {
             self.reopen_log()?;
             self.calls.clear();
+            self.ahead.clear();
             self.log_read = 0;
         }
         let text = self.read_log_from(self.log_read)?;
@@ -128,7 +158,7 @@ impl Journal {
             }
         }
         for event in events {
-            fold(&mut self.calls, event);
+            fold(&mut self.calls, &mut self.ahead, event);
         }
         self.log_read += text.len() as u64;
         Ok(())
@@ -179,11 +209,12 @@ impl Journal {
             "the journal's record of this call was damaged (the log as it was is kept in `{aside}`)"
         );
         let mut calls = BTreeMap::new();
+        let mut ahead = BTreeMap::new();
         for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             match serde_json::from_slice::<Event>(line) {
                 Ok(event) => {
                     let (seq, state) = (event.seq, event.event);
-                    if fold(&mut calls, event) {
+                    if fold(&mut calls, &mut ahead, event) {
                         calls.insert(seq, placeholder(seq, state, &note));
                     }
                 }
@@ -199,6 +230,7 @@ impl Journal {
             }
         }
         self.calls = calls;
+        self.ahead = ahead;
         self.rewrite()
     }
 
@@ -223,7 +255,12 @@ impl Journal {
         let mut text = String::new();
         for call in self.calls.values() {
             text.push_str(
-                &serde_json::to_string(&entry_event(call, CallState::Intent)).unwrap_or_default(),
+                &serde_json::to_string(&entry_event(
+                    call,
+                    CallState::Intent,
+                    self.ahead.get(&call.seq),
+                ))
+                .unwrap_or_default(),
             );
             text.push('\n');
             if call.state != CallState::Intent {

@@ -4,8 +4,9 @@
 //! tool):
 //!
 //! * `journal.jsonl`: one JSON object per event, appended: a call's `intent` (its call ID, turn, tool,
-//!   time, output and every change with the SHA-256 before and after and the name of its pre-image),
-//!   then `applied` or `rolled_back`; later `undo` (intent) and `undone` ([`log`]);
+//!   time, output and every change with the SHA-256 before and after and the name of its pre-image;
+//!   for a small call, its new content too, written ahead: [`ahead`]), then `applied` or
+//!   `rolled_back`; later `settled`, `undo` (intent) and `undone` ([`log`]);
 //! * `pre/`: the pre-images: the very inode a change replaced or removed, moved there (a replace trades
 //!   places with the new content by an atomic exchange, so the target never has two links), so undo
 //!   restores it byte-identical with a rename;
@@ -14,13 +15,15 @@
 //! * `staging/`: the files the views stage, each named by its process (recovery removes those of a
 //!   process that is gone);
 //! * `lease`: a worker holds an exclusive lock on it ([`Lease`]) for a whole job on the root;
-//! * `damaged/`: logs found damaged, kept aside for the user ([`log`]).
+//! * `damaged/`: logs found damaged, kept aside for the user ([`log`]);
+//! * `layout`: the mark that the entries the log is found by are durable ([`durable`]).
 //!
 //! Nothing found in the state directory is trusted: its files are opened without following links and
 //! held to what was opened ([`state`]); a link, a special file or a hard-linked file where turngate
 //! expects its own is refused, naming it ([`EffectError::Foreign`]).
 //!
 //! The steps live apart: [`apply`] (check, make durable, move into place, each move verified),
+//! [`ahead`] (the content written ahead, settling it, rolling it forward after a power loss),
 //! [`durable`] (the flushes),
 //! [`recovery`] (settling what a crashed process left), [`undo`], [`retention`] (pruning), and the
 //! moves themselves ([`moves`]).
@@ -28,6 +31,7 @@
 //! Retention ([`Retention`]) is bounded by count and by pre-image bytes; the oldest finished calls are
 //! pruned first (they can then no longer be undone).
 
+mod ahead;
 mod apply;
 mod durable;
 mod lease;
@@ -154,9 +158,11 @@ pub struct Journal {
     log_read: u64,
     log_ino: u64,
     calls: BTreeMap<u64, JournalEntry>,
+    /// The content of the calls written ahead and not yet settled, by sequence number.
+    ahead: BTreeMap<u64, ahead::Ahead>,
     retention: Retention,
-    /// Whether this journal has flushed the entries its first apply relies on (the state directory's
-    /// in the root, the log's in the state directory).
+    /// Whether the entries an apply relies on (the state directory's in the root, the log's in the
+    /// state directory) are durable: flushed by this journal, or by an earlier one (the layout mark).
     layout_durable: bool,
 }
 
@@ -194,6 +200,7 @@ impl Journal {
             &log.metadata()
                 .map_err(|e| journal_error("cannot stat the log", e))?,
         );
+        let layout_durable = durable::layout_marked(&state, log_ino);
         let mut journal = Journal {
             state,
             pre,
@@ -202,8 +209,9 @@ impl Journal {
             log_read: 0,
             log_ino,
             calls: BTreeMap::new(),
+            ahead: BTreeMap::new(),
             retention,
-            layout_durable: false,
+            layout_durable,
         };
         let guard = journal.locked()?;
         journal.remove_temporaries();
@@ -301,7 +309,9 @@ impl Journal {
         };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if state::is_temporary(&name, LOG_FILE) {
+            if state::is_temporary(&name, LOG_FILE)
+                || state::is_temporary(&name, durable::LAYOUT_MARK)
+            {
                 let _ = self.state.remove_file(&name);
             }
         }

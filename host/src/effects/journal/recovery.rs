@@ -1,9 +1,11 @@
 //! Settling what a crashed process left: calls whose intent has no ending, undos cut half-way, and the
 //! files dead processes staged.
 //!
-//! A call whose every change is in place is marked applied (and can be undone); any other is rolled back
-//! from its pre-images; an unfinished undo is finished. So after a crash each file holds its old or its
-//! new content, and every effect that survived can be undone.
+//! First, after a power loss, the calls written ahead in the boot before are rolled forward from the log
+//! ([`super::ahead`]). Then, of the calls a dead process left unfinished, one whose every change is in
+//! place is marked applied (and can be undone); any other is rolled back from its pre-images; an
+//! unfinished undo is finished. So after a crash each file holds its old or its new content, and every
+//! effect that survived can be undone.
 
 use std::collections::BTreeSet;
 
@@ -20,6 +22,7 @@ use crate::view::staging::STAGING_DIR;
 impl Journal {
     /// Settles calls a crashed process left half-done. Called with the lock held.
     pub(super) fn recover(&mut self, root: &Root) -> Result<(), EffectError> {
+        self.roll_forward_lost(root)?;
         let open: Vec<JournalEntry> = self
             .calls
             .values()
@@ -41,6 +44,9 @@ impl Journal {
                 self.append(&state_event(call.seq, state), true)?;
                 if let Some(entry) = self.calls.get_mut(&call.seq) {
                     entry.state = state;
+                }
+                if state == CallState::RolledBack {
+                    self.ahead.remove(&call.seq);
                 }
             }
         }

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use super::{CallState, Journal, JournalEntry};
 use crate::effects::{ChangeKind, EffectError};
+use crate::root::Root;
 
 /// How much of the past the journal keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +30,8 @@ impl Default for Retention {
 
 impl Journal {
     /// Drops the oldest finished calls (and their pre-images) while the journal is over its retention.
-    pub(super) fn prune(&mut self) -> Result<(), EffectError> {
+    /// The calls written ahead are settled first, so the rewritten log no longer carries their content.
+    pub(super) fn prune(&mut self, root: &Root) -> Result<(), EffectError> {
         let finished = |c: &JournalEntry| {
             matches!(
                 c.state,
@@ -57,6 +59,7 @@ impl Journal {
         if dropped.is_empty() {
             return Ok(());
         }
+        self.settle_ahead(root)?;
         let removed: Vec<JournalEntry> = dropped
             .iter()
             .filter_map(|seq| self.calls.remove(seq))

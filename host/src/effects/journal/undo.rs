@@ -80,6 +80,8 @@ impl Journal {
         let guard = self.locked().map_err(failed)?;
         self.refresh().map_err(failed)?;
         self.recover(root).map_err(failed)?;
+        // Undo relies on every file the calls wrote being on disk, not only in the log.
+        self.settle_ahead(root).map_err(failed)?;
         let applied = self
             .calls
             .values()
