@@ -1268,6 +1268,21 @@ fn a_call_written_ahead_whose_writes_a_power_loss_took_is_rolled_forward_from_th
     );
     assert_eq!(ws.tree(), before, "nothing rolled forward in the same boot");
 
+    // Another machine mounting the same root, in its own boot, leaves this machine's calls alone.
+    let out = turngate()
+        .args(["journal", "--root"])
+        .arg(ws.root_path())
+        .env("TURNGATE_TEST_BOOT_ID", "boot-of-another-machine")
+        .env("TURNGATE_TEST_MACHINE_ID", "another-machine")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        ws.tree(),
+        before,
+        "nothing rolled forward by another machine"
+    );
+
     // After a reboot the call is put back in place, flushed before it is marked settled.
     let rebooted = ws.dir.path().join("rebooted.record");
     assert_eq!(

@@ -15,6 +15,8 @@
 //! * `TURNGATE_TEST_BOOT_ID=<id>` stands for the boot's identity in the journal
 //!   (`effects/journal/ahead.rs`): a run with another ID than the one a call was written ahead in is a
 //!   run after a power loss, which rolls forward what the call's lost writes undid.
+//! * `TURNGATE_TEST_MACHINE_ID=<id>` stands for the machine's identity there: a call written ahead on
+//!   another machine is not this machine's to roll forward.
 //! * `TURNGATE_TEST_INLINE_LIMIT=<bytes>` replaces the most new content a call may write ahead into
 //!   the log (`0`: no call is written ahead, every apply flushes its staged files and directories).
 //! * `TURNGATE_TEST_PREPARE_RECORD=<file>` appends `prepared <sha256>` to that file each time the
@@ -100,6 +102,12 @@ pub(crate) fn moved() {
 pub(crate) fn boot_id() -> Option<&'static str> {
     static AT: OnceLock<Option<String>> = OnceLock::new();
     setting(&AT, "TURNGATE_TEST_BOOT_ID")
+}
+
+/// The machine identity the tests stand in for this machine's, if any.
+pub(crate) fn machine_id() -> Option<&'static str> {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    setting(&AT, "TURNGATE_TEST_MACHINE_ID")
 }
 
 /// The most new content a call may write ahead, if the tests set it.

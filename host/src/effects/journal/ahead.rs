@@ -4,9 +4,11 @@
 //!
 //! A flush matters only across a power loss (or a kernel crash): while the kernel keeps running, every
 //! process sees what was written, flushed or not, and a killed process loses nothing it wrote. So a call
-//! written ahead records the boot it was applied in (`/proc/sys/kernel/random/boot_id`), and recovery
-//! rolls forward only the unsettled calls of an earlier boot, and only where it finds what a lost write
-//! leaves behind:
+//! written ahead records the machine (`/etc/machine-id`, else the host name) and the boot
+//! (`/proc/sys/kernel/random/boot_id`) it was applied in, and recovery rolls forward only the unsettled
+//! calls of an earlier boot of this machine (a root on a filesystem that several machines mount may hold
+//! calls of another machine that is still running: those are left to that machine, or to settling), and
+//! only where it finds what a lost write leaves behind:
 //!
 //! * a created file missing (its rename was lost), or still the very inode the call moved there, not
 //!   modified since the call wrote it, holding other bytes (its data was lost);
@@ -61,6 +63,8 @@ pub(super) const SETTLE_AFTER_MS: u64 = 30_000;
 /// What the log holds of a call written ahead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Ahead {
+    /// The machine the call was applied on.
+    pub(super) machine: String,
     /// The boot the call was applied in.
     pub(super) boot: String,
     /// For each change, in order: the new file a create or a replace moved into place.
@@ -88,20 +92,34 @@ impl Ahead {
     }
 }
 
+/// This machine's identity: `/etc/machine-id`, else the host name.
+fn machine_id() -> &'static str {
+    static MACHINE: OnceLock<String> = OnceLock::new();
+    MACHINE.get_or_init(|| {
+        crate::test_hooks::machine_id()
+            .map(str::to_owned)
+            .or_else(|| first_line_of("/etc/machine-id"))
+            .or_else(|| first_line_of("/proc/sys/kernel/hostname"))
+            .unwrap_or_default()
+    })
+}
+
 /// This boot's identity; `None` where the system does not say (nothing is written ahead then).
 pub(super) fn boot_id() -> Option<&'static str> {
     static BOOT: OnceLock<Option<String>> = OnceLock::new();
     BOOT.get_or_init(|| {
         crate::test_hooks::boot_id()
             .map(str::to_owned)
-            .or_else(|| {
-                std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-                    .ok()
-                    .map(|id| id.trim().to_owned())
-            })
-            .filter(|id| !id.is_empty())
+            .or_else(|| first_line_of("/proc/sys/kernel/random/boot_id"))
     })
     .as_deref()
+}
+
+/// The first line of a file the system keeps, if it has one that is not empty.
+fn first_line_of(path: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.lines().next()?.trim();
+    (!line.is_empty()).then(|| line.to_owned())
 }
 
 /// What to write ahead for `changes`: every new file's bytes, or `None` when together they pass
@@ -142,6 +160,7 @@ pub(super) fn write_ahead(changes: &ChangeSet) -> io::Result<Option<Ahead>> {
         files.push(file);
     }
     Ok(Some(Ahead {
+        machine: machine_id().to_owned(),
         boot: boot.to_owned(),
         files,
     }))
@@ -208,8 +227,8 @@ impl Journal {
         Ok(())
     }
 
-    /// Rolls forward the calls written ahead in an earlier boot and never settled (see the module
-    /// docs), flushes what that wrote and moved, and marks them applied and settled. A call that cannot
+    /// Rolls forward the calls written ahead in an earlier boot of this machine and never settled (see
+    /// the module docs), flushes what that wrote and moved, and marks them applied and settled. A call that cannot
     /// be rolled forward is marked damaged, saying why. Called with the lock held.
     pub(super) fn roll_forward_lost(&mut self, root: &Root) -> Result<(), EffectError> {
         let boot = boot_id();
@@ -217,7 +236,8 @@ impl Journal {
             self.ahead
                 .iter()
                 .filter(|(seq, ahead)| {
-                    Some(ahead.boot.as_str()) != boot
+                    ahead.machine == machine_id()
+                        && Some(ahead.boot.as_str()) != boot
                         && self.calls.get(seq).is_some_and(|c| {
                             matches!(c.state, CallState::Intent | CallState::Applied)
                         })
