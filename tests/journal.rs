@@ -294,3 +294,43 @@ fn a_link_planted_as_the_staging_directory_is_refused_by_name_and_never_written_
     );
     assert!(!ws.exists("notes.txt"));
 }
+
+/// A line its writer died in the middle of (no newline, written over the log's room) was never durable:
+/// it is not damage, and it is zeroed back into room, leaving nothing of it behind the next lines.
+#[test]
+fn a_torn_last_line_is_dropped_and_the_next_line_is_written_clean() {
+    use std::os::unix::fs::FileExt;
+    let ws = Workspace::new();
+    let effects = Effects::new(Retention::default());
+    write(&ws, &effects, "c1", "a.txt", "one");
+    write(&ws, &effects, "c2", "b.txt", "two");
+    let log = state(&ws).join("journal.jsonl");
+    let text = std::fs::read(&log).unwrap();
+    let end = text.iter().rposition(|b| *b == b'\n').unwrap() + 1;
+    assert!(
+        text[end..].iter().all(|b| *b == 0),
+        "room after the last line"
+    );
+    let torn = format!(
+        r#"{{"seq":3,"event":"intent","call":{{"call_id":"torn","tool":"write_file","output":"{}"#,
+        "x".repeat(4000)
+    );
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .write_all_at(torn.as_bytes(), end as u64)
+        .unwrap();
+    let effects = Effects::new(Retention::default());
+    write(&ws, &effects, "c3", "c.txt", "three");
+    let entries = open(&ws).unwrap().entries().unwrap();
+    let ids: Vec<_> = entries
+        .iter()
+        .filter_map(|e| e.call_id.as_deref())
+        .collect();
+    assert_eq!(ids, ["c1", "c2", "c3"]);
+    assert!(entries.iter().all(|e| e.damage.is_none()), "{entries:?}");
+    assert!(!state(&ws).join("damaged").exists(), "nothing kept aside");
+    let text = String::from_utf8(std::fs::read(&log).unwrap()).unwrap();
+    assert!(!text.contains("xxxxxxxx"), "{}", text.trim_end_matches('\0'));
+}

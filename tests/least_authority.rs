@@ -1052,6 +1052,13 @@ fn assert_flushed_after_the_last_log_flush(point: &str, ws: &Workspace, record: 
     }
 }
 
+/// The last event of the root's log (the log's room, NULs after its last line, is not an event).
+fn last_event(ws: &Workspace) -> Value {
+    let log = std::fs::read_to_string(ws.root_path().join(".turngate/journal.jsonl")).unwrap();
+    let line = log.trim_end_matches('\0').lines().last().unwrap();
+    serde_json::from_str(line).unwrap()
+}
+
 fn turngate() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
 }
@@ -1188,13 +1195,9 @@ fn crash_at(at: &str, survives: bool, ahead: bool, inline_limit: &str) {
         .unwrap()
         .count();
     assert_eq!(pre, 0, "{point}: no stray pre-image");
-    let journal = std::fs::read_to_string(ws.root_path().join(".turngate/journal.jsonl")).unwrap();
-    let last = journal
-        .lines()
-        .last()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap());
+    let last = last_event(&ws);
     let expected = if survives { "undone" } else { "rolled_back" };
-    assert_eq!(last.unwrap()["event"], expected, "{point}: {journal}");
+    assert_eq!(last["event"], expected, "{point}: {last}");
     // After a power loss nothing of a call rolled back or undone comes back.
     let after_reboot = ws.dir.path().join("reboot.record");
     journal_states(&ws.root_path(), &after_reboot, "boot-2");
@@ -1365,9 +1368,8 @@ fn a_call_written_ahead_that_fails_is_rolled_back_on_disk_and_never_rolled_forwa
     let states = journal_states(&ws.root_path(), &rebooted, "boot-2");
     assert!(states.is_empty(), "{states:?}");
     assert_eq!(ws.tree(), before, "nothing rolled forward after a reboot");
-    let journal = std::fs::read_to_string(ws.root_path().join(".turngate/journal.jsonl")).unwrap();
-    let last = serde_json::from_str::<Value>(journal.lines().last().unwrap()).unwrap();
-    assert_eq!(last["event"], "rolled_back", "{journal}");
+    let last = last_event(&ws);
+    assert_eq!(last["event"], "rolled_back", "{last}");
 }
 
 /// Runs a bundled tool through the CLI, as in the boot `boot` stands for.

@@ -7,7 +7,7 @@
 
 use std::fs::File;
 
-use super::state::{Mode, open_own_dir, open_own_file};
+use super::state::{open_own_dir, open_own_file};
 use super::{LEASE_FILE, PRE_DIR, state_dir};
 use crate::effects::EffectError;
 use crate::root::{Root, STATE_DIR};
@@ -24,7 +24,7 @@ impl Lease {
     pub fn try_take(root: &Root) -> Result<Option<Lease>, EffectError> {
         let state = state_dir(root)?;
         open_own_dir(&state, STATE_DIR, PRE_DIR)?;
-        let file = open_own_file(&state, STATE_DIR, LEASE_FILE, Mode::ReadWrite)?;
+        let file = open_own_file(&state, STATE_DIR, LEASE_FILE)?;
         match file.try_lock() {
             Ok(()) => Ok(Some(Lease { _locked: file })),
             Err(std::fs::TryLockError::WouldBlock) => Ok(None),

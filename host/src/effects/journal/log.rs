@@ -1,6 +1,11 @@
 //! The log, `journal.jsonl`: events appended one per line, folded into the journal's calls, rewritten
 //! whole by pruning, and kept aside when damaged.
 //!
+//! The log keeps zeroed room after its last line ([`LOG_ROOM`], written out when the log grows), and
+//! a line is written over that room: an append then changes neither the log's size nor its blocks, so
+//! flushing it writes the line's block and nothing of the filesystem's own records (one write, not a
+//! journal commit). Lines of NULs are room, not events.
+//!
 //! A line is `{"seq", "event"}`, with the call for an intent (`"call": {...}`) and `"damage"` when the
 //! journal marked the call as one it cannot vouch for. A last line without its newline was being
 //! written when its writer died and was never durable: it is cut off. Any other line that does not
@@ -10,19 +15,48 @@
 //! undone, and says why), and the log is rewritten from what could be read, so new calls apply again.
 
 use std::collections::BTreeMap;
-use std::io::{self, Read, Seek, Write};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 
 use cap_std::fs::MetadataExt;
 use serde::{Deserialize, Serialize};
 
 use super::ahead::Ahead;
-use super::state::{self, Mode};
+use super::state;
 use super::{
     CallState, DAMAGED_DIR, Journal, JournalChange, JournalEntry, LOG_FILE, journal_error,
 };
 use crate::audit::now_ms;
 use crate::effects::EffectError;
 use crate::root::STATE_DIR;
+
+/// The zeroed room the log keeps after its last line, at least.
+const LOG_ROOM: u64 = 256 << 10;
+/// How much of the log is read at a time when looking for what others appended.
+const READ_CHUNK: u64 = 16 << 10;
+/// How many NULs at the start of a line mark the room (a damaged line may start with a few).
+const ROOM_MARK: usize = 64;
+
+/// The log's lines in `text`, without the room.
+fn lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    text.split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty() && line.iter().any(|b| *b != 0))
+}
+
+/// Where the room begins in `text` (read from the start of a line): the first line that begins with
+/// [`ROOM_MARK`] NULs (or with NULs up to the end of the file, at `at_eof`).
+fn room_begins(text: &[u8], at_eof: bool) -> Option<usize> {
+    let starts = std::iter::once(0).chain(
+        text.iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .map(|(at, _)| at + 1),
+    );
+    starts.into_iter().find(|&start| {
+        let mark = &text[start.min(text.len())..(start + ROOM_MARK).min(text.len())];
+        !mark.is_empty() && mark.iter().all(|b| *b == 0) && (mark.len() == ROOM_MARK || at_eof)
+    })
+}
 
 /// One line of the log.
 #[derive(Debug, Serialize, Deserialize)]
@@ -147,11 +181,10 @@ impl Journal {
             self.reopen_log()?;
             self.calls.clear();
             self.ahead.clear();
-            self.log_read = 0;
         }
         let text = self.read_log_from(self.log_read)?;
         let mut events = Vec::new();
-        for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        for line in lines(&text) {
             match serde_json::from_slice::<Event>(line) {
                 Ok(event) => events.push(event),
                 Err(_) => return self.keep_damaged_aside(),
@@ -164,30 +197,51 @@ impl Journal {
         Ok(())
     }
 
-    /// The complete lines of the log from `offset` on. A last line without its newline was being
-    /// written when its writer died, and was never durable: it is cut off the log.
+    /// The complete lines of the log from `offset` (where a line begins) up to its end, where the room
+    /// begins ([`LOG_ROOM`]). Read from the start, the end is after the last byte that is not a NUL, so
+    /// damage anywhere is seen; read on from where this journal last looked, it is where a line begins
+    /// with the room's NULs. A last line without its newline was being written when its writer died,
+    /// and was never durable: it is zeroed, becoming room.
     fn read_log_from(&mut self, offset: u64) -> Result<Vec<u8>, EffectError> {
         let length = self
             .log
             .metadata()
             .map_err(|e| journal_error("cannot stat the log", e))?
             .len();
+        self.log_len = length;
         if length <= offset {
             return Ok(Vec::new());
         }
         let mut text = Vec::new();
-        self.log
-            .seek(io::SeekFrom::Start(offset))
-            .and_then(|_| (&self.log).take(length - offset).read_to_end(&mut text))
-            .map_err(|e| journal_error("cannot read the log", e))?;
+        let end = loop {
+            let at = offset + text.len() as u64;
+            let chunk = if offset == 0 { length } else { READ_CHUNK }.min(length - at);
+            let mut buffer = vec![0; usize::try_from(chunk).unwrap_or(usize::MAX)];
+            self.log
+                .read_exact_at(&mut buffer, at)
+                .map_err(|e| journal_error("cannot read the log", e))?;
+            text.extend_from_slice(&buffer);
+            let at_eof = offset + text.len() as u64 >= length;
+            if offset == 0 {
+                break text.iter().rposition(|b| *b != 0).map_or(0, |at| at + 1);
+            }
+            if let Some(room) = room_begins(&text, at_eof) {
+                break room;
+            }
+            if at_eof {
+                break text.len();
+            }
+        };
+        text.truncate(end);
         let complete = text
             .iter()
             .rposition(|b| *b == b'\n')
             .map_or(0, |at| at + 1);
         if complete < text.len() {
+            let torn = vec![0; text.len() - complete];
             self.log
-                .set_len(offset + complete as u64)
-                .map_err(|e| journal_error("cannot trim the log", e))?;
+                .write_all_at(&torn, offset + complete as u64)
+                .map_err(|e| journal_error("cannot zero a torn line in the log", e))?;
             text.truncate(complete);
         }
         Ok(text)
@@ -210,7 +264,7 @@ impl Journal {
         );
         let mut calls = BTreeMap::new();
         let mut ahead = BTreeMap::new();
-        for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        for line in lines(&text) {
             match serde_json::from_slice::<Event>(line) {
                 Ok(event) => {
                     let (seq, state) = (event.seq, event.event);
@@ -234,12 +288,22 @@ impl Journal {
         self.rewrite()
     }
 
-    /// Appends one event; `durable` makes it reach the disk before returning.
+    /// Appends one event at the log's end (into its room, which grows by [`LOG_ROOM`] when it runs
+    /// out); `durable` makes it reach the disk before returning.
     pub(super) fn append(&mut self, event: &Event, durable: bool) -> Result<(), EffectError> {
         let mut line = serde_json::to_vec(event).map_err(|e| journal_error("encoding", e))?;
         line.push(b'\n');
+        let end = self.log_read + line.len() as u64;
+        if end > self.log_len {
+            let room = (end + LOG_ROOM).next_multiple_of(4096);
+            let zeros = vec![0; usize::try_from(room - self.log_len).unwrap_or(usize::MAX)];
+            self.log
+                .write_all_at(&zeros, self.log_len)
+                .map_err(|e| journal_error("cannot grow the log", e))?;
+            self.log_len = room;
+        }
         self.log
-            .write_all(&line)
+            .write_all_at(&line, self.log_read)
             .map_err(|e| journal_error("cannot write the log", e))?;
         if durable {
             super::durable::sync_file(&self.log)
@@ -278,17 +342,21 @@ impl Journal {
             super::durable::sync_dir(&self.state)
         };
         write().map_err(|e| journal_error("cannot rewrite the log", e))?;
-        self.reopen_log()
+        self.reopen_log()?;
+        self.log_read = text.len() as u64;
+        Ok(())
     }
 
+    /// Opens the log again (another file now stands at its name); nothing of it is read yet.
     fn reopen_log(&mut self) -> Result<(), EffectError> {
-        self.log = state::open_own_file(&self.state, STATE_DIR, LOG_FILE, Mode::Append)?;
+        self.log = state::open_own_file(&self.state, STATE_DIR, LOG_FILE)?;
         let metadata = self
             .log
             .metadata()
             .map_err(|e| journal_error("cannot stat the log", e))?;
         self.log_ino = std::os::unix::fs::MetadataExt::ino(&metadata);
-        self.log_read = metadata.len();
+        self.log_read = 0;
+        self.log_len = metadata.len();
         Ok(())
     }
 }

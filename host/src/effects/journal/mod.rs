@@ -154,8 +154,11 @@ pub struct Journal {
     pre: Dir,
     lock: std::sync::Arc<File>,
     log: File,
-    /// Bytes of the log folded into `calls` (the log only grows between rewrites).
+    /// Bytes of the log folded into `calls`: where the next line is written (the log only grows
+    /// between rewrites).
     log_read: u64,
+    /// The log's size, its room included.
+    log_len: u64,
     log_ino: u64,
     calls: BTreeMap<u64, JournalEntry>,
     /// The content of the calls written ahead and not yet settled, by sequence number.
@@ -189,13 +192,8 @@ impl Journal {
     pub fn open(root: &Root, retention: Retention) -> Result<Journal, EffectError> {
         let state = state_dir(root)?;
         let pre = state::open_own_dir(&state, STATE_DIR, PRE_DIR)?;
-        let lock = std::sync::Arc::new(state::open_own_file(
-            &state,
-            STATE_DIR,
-            LOCK_FILE,
-            state::Mode::ReadWrite,
-        )?);
-        let log = state::open_own_file(&state, STATE_DIR, LOG_FILE, state::Mode::Append)?;
+        let lock = std::sync::Arc::new(state::open_own_file(&state, STATE_DIR, LOCK_FILE)?);
+        let log = state::open_own_file(&state, STATE_DIR, LOG_FILE)?;
         let log_ino = std::os::unix::fs::MetadataExt::ino(
             &log.metadata()
                 .map_err(|e| journal_error("cannot stat the log", e))?,
@@ -207,6 +205,7 @@ impl Journal {
             lock,
             log,
             log_read: 0,
+            log_len: 0,
             log_ino,
             calls: BTreeMap::new(),
             ahead: BTreeMap::new(),

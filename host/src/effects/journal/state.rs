@@ -16,29 +16,12 @@ use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt};
 use crate::effects::EffectError;
 use crate::resolve::EntryKind;
 
-/// How a file of the state directory is opened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Mode {
-    /// Read and write (the lock and the lease).
-    ReadWrite,
-    /// Read, and append at the end (the log).
-    Append,
-}
-
-/// Opens turngate's own file `name` in `dir` (`where_` names `dir` in messages, e.g. `.turngate`),
-/// creating it when missing. Refuses a link, a special file, or a file with other hard links.
-pub(super) fn open_own_file(
-    dir: &Dir,
-    where_: &str,
-    name: &str,
-    mode: Mode,
-) -> Result<File, EffectError> {
+/// Opens turngate's own file `name` in `dir` (`where_` names `dir` in messages, e.g. `.turngate`) for
+/// reading and writing, creating it when missing. Refuses a link, a special file, or a file with other
+/// hard links.
+pub(super) fn open_own_file(dir: &Dir, where_: &str, name: &str) -> Result<File, EffectError> {
     let mut options = OpenOptions::new();
-    options.read(true).create(true);
-    match mode {
-        Mode::ReadWrite => options.write(true),
-        Mode::Append => options.append(true),
-    };
+    options.read(true).write(true).create(true);
     options
         .follow(FollowSymlinks::No)
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
