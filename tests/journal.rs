@@ -332,5 +332,9 @@ fn a_torn_last_line_is_dropped_and_the_next_line_is_written_clean() {
     assert!(entries.iter().all(|e| e.damage.is_none()), "{entries:?}");
     assert!(!state(&ws).join("damaged").exists(), "nothing kept aside");
     let text = String::from_utf8(std::fs::read(&log).unwrap()).unwrap();
-    assert!(!text.contains("xxxxxxxx"), "{}", text.trim_end_matches('\0'));
+    assert!(
+        !text.contains("xxxxxxxx"),
+        "{}",
+        text.trim_end_matches('\0')
+    );
 }

@@ -3,7 +3,9 @@
 //!
 //! * A turn of 500 `write_file` calls (1 KiB each, distinct files) through a `turngate run` process,
 //!   against a native loop doing the same durable steps per file (temporary file, write, fsync,
-//!   rename), and against the same turn through `process_turn` in-process.
+//!   rename), and against the same turn through `process_turn` in-process; then both in-process again
+//!   while another process writes to the same filesystem (a loop of buffered 200 MiB `dd` writes, as
+//!   a build or a package install would).
 //! * `edit_file` on a 1 KiB and a 1 MiB file (warm, in-process) against a native edit (read, replace,
 //!   temporary file, write, fsync, rename).
 //! * `search_files` over a 1,000-file tree against a native walk plus regex.
@@ -59,6 +61,84 @@ fn native_durable_write(dir: &Path, name: &str, bytes: &[u8]) {
     std::fs::rename(&temp, dir.join(name)).unwrap();
 }
 
+/// The native loop's time for one turn's files, in a new directory.
+fn native_turn(content: &str) -> Duration {
+    let dir = tempfile::tempdir().unwrap();
+    let start = Instant::now();
+    for i in 0..TURN_CALLS {
+        native_durable_write(dir.path(), &format!("f{i}.txt"), content.as_bytes());
+    }
+    start.elapsed()
+}
+
+/// One turn through `process_turn`, in a new root.
+fn in_process_turn(toolbox: &Toolbox, runtime: &tokio::runtime::Runtime) -> Duration {
+    let root_dir = tempfile::tempdir().unwrap();
+    let root = Root::open(root_dir.path()).unwrap();
+    let mut decoder = TurnDecoder::new(Provider::Anthropic);
+    decoder.feed(write_turn(TURN_CALLS).as_bytes());
+    let turn = decoder.finish();
+    let start = Instant::now();
+    let report = runtime.block_on(process_turn(
+        toolbox,
+        &root,
+        &Policy::allow_all(),
+        turn,
+        TurnOptions::default(),
+    ));
+    let elapsed = start.elapsed();
+    assert!(report.all_ok());
+    elapsed
+}
+
+/// Another process writing to the filesystem the temporary directories are on, until dropped.
+struct Writer {
+    shell: std::process::Child,
+    /// Where it writes; removed after it stops.
+    _dir: tempfile::TempDir,
+}
+
+impl Writer {
+    fn start() -> Writer {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("writer.bin");
+        let shell = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "while :; do dd if=/dev/zero of='{}' bs=1M count=200 status=none; done",
+                target.display()
+            ))
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        Writer { shell, _dir: dir }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.shell.kill();
+        let _ = self.shell.wait();
+    }
+}
+
+fn writer_rows(toolbox: &Toolbox, runtime: &tokio::runtime::Runtime) {
+    let content = "x".repeat(1023) + "\n";
+    let _writer = Writer::start();
+    let mut in_process = Vec::new();
+    let mut native = Vec::new();
+    for _ in 0..TURN_RUNS {
+        native.push(native_turn(&content));
+        in_process.push(in_process_turn(toolbox, runtime));
+    }
+    row(
+        "the same turn in-process, another process writing to the filesystem",
+        &in_process,
+        "native loop, the same writer",
+        &native,
+    );
+}
+
 fn turn_rows(toolbox: &Toolbox, cache: &Path, runtime: &tokio::runtime::Runtime) {
     let bin = Path::new(env!("CARGO_BIN_EXE_turngate"));
     let stream_dir = tempfile::tempdir().unwrap();
@@ -89,28 +169,8 @@ fn turn_rows(toolbox: &Toolbox, cache: &Path, runtime: &tokio::runtime::Runtime)
                 .exists()
         );
 
-        let dir = tempfile::tempdir().unwrap();
-        let start = Instant::now();
-        for i in 0..TURN_CALLS {
-            native_durable_write(dir.path(), &format!("f{i}.txt"), content.as_bytes());
-        }
-        native.push(start.elapsed());
-
-        let root_dir = tempfile::tempdir().unwrap();
-        let root = Root::open(root_dir.path()).unwrap();
-        let mut decoder = TurnDecoder::new(Provider::Anthropic);
-        decoder.feed(write_turn(TURN_CALLS).as_bytes());
-        let turn = decoder.finish();
-        let start = Instant::now();
-        let report = runtime.block_on(process_turn(
-            toolbox,
-            &root,
-            &Policy::allow_all(),
-            turn,
-            TurnOptions::default(),
-        ));
-        in_process.push(start.elapsed());
-        assert!(report.all_ok());
+        native.push(native_turn(&content));
+        in_process.push(in_process_turn(toolbox, runtime));
     }
     row(
         "500 write_file (1 KiB, distinct files), `turngate run` process",
@@ -266,6 +326,7 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|");
     turn_rows(&toolbox, cache.path(), &runtime);
+    writer_rows(&toolbox, &runtime);
     edit_rows(&toolbox, &runtime);
     search_rows(&toolbox, &runtime);
     view_rows(&toolbox, &runtime);
