@@ -5,7 +5,8 @@
 //! * `TURNGATE_TEST_CRASH_AT=<point>` aborts the process at that point of an apply
 //!   (`effects/journal/apply.rs`): `intent` (the intent written, not yet durable), `durable` (the intent and
 //!   pre-images on disk, nothing moved), `moved-one` (the first change in place), `moved-all` (every
-//!   change in place and its directories flushed, not yet marked applied).
+//!   change in place, its directories flushed unless the call is written ahead, not yet marked
+//!   applied).
 //! * `TURNGATE_TEST_FAIL_AT=second-move` makes an apply's second move fail as the filesystem could, so
 //!   the call is rolled back by the process that applied it.
 //! * `TURNGATE_TEST_DURABLE_RECORD=<file>` appends a line to that file for each flush the journal makes

@@ -74,7 +74,8 @@ pub(super) struct Ahead {
 /// A new file written ahead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct AheadFile {
-    /// Its bytes, in base64.
+    /// Its bytes, in base64 (after the line's JSON, [`super::log`]).
+    #[serde(skip)]
     pub(super) bytes: String,
     /// The device and inode it was staged as (the target's after the move).
     pub(super) object: (u64, u64),

@@ -6,8 +6,9 @@
 //! flushing it writes the line's block and nothing of the filesystem's own records (one write, not a
 //! journal commit). Lines of NULs are room, not events.
 //!
-//! A line is `{"seq", "event"}`, with the call for an intent (`"call": {...}`) and `"damage"` when the
-//! journal marked the call as one it cannot vouch for. A last line without its newline was being
+//! A line is `{"seq", "event"}`, with the call for an intent (`"call": {...}`), `"ahead"` and after the
+//! JSON the content of an intent written ahead ([`encode`]), `"settled"` when such a call no longer
+//! needs it, and `"damage"` when the journal marked the call as one it cannot vouch for. A last line without its newline was being
 //! written when its writer died and was never durable: it is cut off. Any other line that does not
 //! parse is damage: the log as it was is copied to `damaged/` for the user, every call the damaged
 //! line could have been about (each whose intent came before it, and any whose intent was lost, with
@@ -36,6 +37,44 @@ const LOG_ROOM: u64 = 256 << 10;
 const READ_CHUNK: u64 = 16 << 10;
 /// How many NULs at the start of a line mark the room (a damaged line may start with a few).
 const ROOM_MARK: usize = 64;
+
+/// One line of the log for `event`: its JSON, then, for an intent written ahead, a tab and the new
+/// content of each change (base64, empty for a change without one), so that reading the log finds the
+/// end of the content without parsing it (serde_json writes a tab inside a string as `\t`).
+fn encode(event: &Event) -> serde_json::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(event)?;
+    if let Some(ahead) = &event.ahead {
+        for file in &ahead.files {
+            line.push(b'\t');
+            if let Some(file) = file {
+                line.extend_from_slice(file.bytes.as_bytes());
+            }
+        }
+    }
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// The event of one line of the log (see [`encode`]).
+fn decode(line: &[u8]) -> Result<Event, String> {
+    let mut fields = line.split(|b| *b == b'\t');
+    let head = fields.next().unwrap_or_default();
+    let mut event: Event = serde_json::from_slice(head).map_err(|e| e.to_string())?;
+    if let Some(ahead) = &mut event.ahead {
+        for file in &mut ahead.files {
+            let field = fields.next().ok_or("content missing")?;
+            if let Some(file) = file {
+                file.bytes = std::str::from_utf8(field)
+                    .map_err(|e| e.to_string())?
+                    .to_owned();
+            }
+        }
+    }
+    if fields.next().is_some() {
+        return Err("more content than changes".into());
+    }
+    Ok(event)
+}
 
 /// The log's lines in `text`, without the room.
 fn lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
@@ -185,7 +224,7 @@ impl Journal {
         let text = self.read_log_from(self.log_read)?;
         let mut events = Vec::new();
         for line in lines(&text) {
-            match serde_json::from_slice::<Event>(line) {
+            match decode(line) {
                 Ok(event) => events.push(event),
                 Err(_) => return self.keep_damaged_aside(),
             }
@@ -265,7 +304,7 @@ impl Journal {
         let mut calls = BTreeMap::new();
         let mut ahead = BTreeMap::new();
         for line in lines(&text) {
-            match serde_json::from_slice::<Event>(line) {
+            match decode(line) {
                 Ok(event) => {
                     let (seq, state) = (event.seq, event.event);
                     if fold(&mut calls, &mut ahead, event) {
@@ -291,8 +330,7 @@ impl Journal {
     /// Appends one event at the log's end (into its room, which grows by [`LOG_ROOM`] when it runs
     /// out); `durable` makes it reach the disk before returning.
     pub(super) fn append(&mut self, event: &Event, durable: bool) -> Result<(), EffectError> {
-        let mut line = serde_json::to_vec(event).map_err(|e| journal_error("encoding", e))?;
-        line.push(b'\n');
+        let line = encode(event).map_err(|e| journal_error("encoding", e))?;
         let end = self.log_read + line.len() as u64;
         if end > self.log_len {
             let room = (end + LOG_ROOM).next_multiple_of(4096);
@@ -316,27 +354,17 @@ impl Journal {
     /// Replaces the log with one written from the journal's calls: a new file with a random name,
     /// created exclusively, made durable, then renamed over the log.
     pub(super) fn rewrite(&mut self) -> Result<(), EffectError> {
-        let mut text = String::new();
+        let mut text = Vec::new();
         for call in self.calls.values() {
-            text.push_str(
-                &serde_json::to_string(&entry_event(
-                    call,
-                    CallState::Intent,
-                    self.ahead.get(&call.seq),
-                ))
-                .unwrap_or_default(),
-            );
-            text.push('\n');
+            let intent = entry_event(call, CallState::Intent, self.ahead.get(&call.seq));
+            text.extend(encode(&intent).unwrap_or_default());
             if call.state != CallState::Intent {
-                text.push_str(
-                    &serde_json::to_string(&state_event(call.seq, call.state)).unwrap_or_default(),
-                );
-                text.push('\n');
+                text.extend(encode(&state_event(call.seq, call.state)).unwrap_or_default());
             }
         }
         let write = || -> io::Result<()> {
             let (mut file, temp) = state::create_temporary(&self.state, LOG_FILE)?;
-            file.write_all(text.as_bytes())?;
+            file.write_all(&text)?;
             super::durable::sync_file(&file)?;
             self.state.rename(&temp, &self.state, LOG_FILE)?;
             super::durable::sync_dir(&self.state)
