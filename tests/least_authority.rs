@@ -664,6 +664,28 @@ fn a_symlink_swapped_in_between_gate_and_apply_is_refused() {
     assert_eq!(ws.read("drafts.old/notes.txt"), "draft\n");
 }
 
+/// What the journal writes ahead is what was checked and reviewed: a staged file another process
+/// rewrote during the review fails the call, and nothing of it applies.
+#[test]
+fn a_staged_file_rewritten_during_the_review_fails_the_call() {
+    let ws = Workspace::new();
+    let tamper = |root: &Path| {
+        for entry in std::fs::read_dir(root.join(".turngate/staging")).unwrap() {
+            std::fs::write(entry.unwrap().path(), "tampered").unwrap();
+        }
+    };
+    let approver = meddler(&ws, true, tamper);
+    let outcome = reviewed(
+        &ws,
+        bundled(),
+        &approver,
+        "write_file",
+        json!({"path": "new.txt", "content": "reviewed"}),
+    );
+    assert!(outcome.result.is_err(), "{:?}", outcome.result);
+    assert!(!ws.root_path().join("new.txt").exists(), "nothing applied");
+}
+
 #[test]
 fn a_file_edited_between_view_and_apply_is_not_overwritten() {
     let ws = Workspace::new();

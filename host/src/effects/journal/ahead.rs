@@ -47,7 +47,7 @@ use super::state;
 use super::undo::{Expected, current_io, pre_image_matches};
 use super::{CallState, Journal, JournalChange, journal_error};
 use crate::audit::now_ms;
-use crate::effects::{ChangeKind, ChangeSet, EffectError};
+use crate::effects::{ChangeKind, ChangeSet, EffectError, hash_reader};
 use crate::lower::Lower;
 use crate::resolve::{EntryKind, RelPath};
 use crate::root::{Root, STATE_DIR};
@@ -150,6 +150,10 @@ pub(super) fn write_ahead(changes: &ChangeSet) -> io::Result<Option<Ahead>> {
                 }
                 let mut bytes = vec![0; usize::try_from(after.size).map_err(io::Error::other)?];
                 staged.file.read_exact_at(&mut bytes, 0)?;
+                // What the log holds is what was checked, reviewed and hashed, or nothing.
+                if hash_reader(&bytes[..])? != *after {
+                    return Err(io::Error::other("a staged file changed after the call"));
+                }
                 Some(AheadFile {
                     bytes: STANDARD.encode(&bytes),
                     object: (metadata.dev(), metadata.ino()),
