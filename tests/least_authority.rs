@@ -1085,6 +1085,49 @@ fn turngate() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
 }
 
+/// `turngate undo --last` on the workspace's root, in the boot `boot` stands for, with the record of
+/// its flushes written to `record` when one is given.
+fn undo_last(ws: &Workspace, boot: &str, record: Option<&Path>) {
+    let mut command = turngate();
+    command
+        .args(["undo", "--last", "--root"])
+        .arg(ws.root_path())
+        .env("TURNGATE_TEST_BOOT_ID", boot);
+    if let Some(record) = record {
+        command.env("TURNGATE_TEST_DURABLE_RECORD", record);
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// A `turngate call` of `tool` with `input` on the workspace's root, with the tests' settings `env`
+/// (the test guest `hostile_rw` is given to it in a tools directory of the workspace).
+fn cli_call(
+    ws: &Workspace,
+    tool: &str,
+    input: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> std::process::Output {
+    let mut command = turngate();
+    command
+        .args(["call", "--root"])
+        .arg(ws.root_path())
+        .arg("--cache-dir")
+        .arg(common::test_cache_dir());
+    if tool == "hostile_rw" {
+        let tools = ws.dir.path().join("tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        std::fs::copy(
+            env!("TURNGATE_TEST_GUEST_HOSTILE_RW"),
+            tools.join("hostile_rw.wasm"),
+        )
+        .unwrap();
+        command.arg("--tools").arg(&tools);
+    }
+    command.arg(tool).arg(input).envs(env.iter().copied());
+    command.output().unwrap()
+}
+
 /// The state of a root's journal as `turngate journal` prints it (which settles what a crash left),
 /// with the record of its flushes written to `record`, in the boot `boot` stands for.
 fn journal_states(root: &Path, record: &Path, boot: &str) -> Vec<String> {
@@ -1135,28 +1178,17 @@ fn crash_at(at: &str, survives: bool, ahead: bool, inline_limit: &str) {
     ws.write("b.txt", "old b\n");
     let before = ws.tree();
     let record = ws.dir.path().join("durable.record");
-    let tools = ws.dir.path().join("tools");
-    std::fs::create_dir_all(&tools).unwrap();
-    std::fs::copy(
-        env!("TURNGATE_TEST_GUEST_HOSTILE_RW"),
-        tools.join("hostile_rw.wasm"),
-    )
-    .unwrap();
-    let out = turngate()
-        .args(["call", "--root"])
-        .arg(ws.root_path())
-        .arg("--tools")
-        .arg(&tools)
-        .arg("hostile_rw")
-        .arg(r#"{"attack":"write_all","path":".","arg":"a.txt,b.txt"}"#)
-        .env("TURNGATE_TEST_CRASH_AT", at)
-        .env("TURNGATE_TEST_INLINE_LIMIT", inline_limit)
-        .env("TURNGATE_TEST_BOOT_ID", "boot-1")
-        .env("TURNGATE_TEST_DURABLE_RECORD", &record)
-        .arg("--cache-dir")
-        .arg(common::test_cache_dir())
-        .output()
-        .unwrap();
+    let out = cli_call(
+        &ws,
+        "hostile_rw",
+        r#"{"attack":"write_all","path":".","arg":"a.txt,b.txt"}"#,
+        &[
+            ("TURNGATE_TEST_CRASH_AT", at.as_ref()),
+            ("TURNGATE_TEST_INLINE_LIMIT", inline_limit.as_ref()),
+            ("TURNGATE_TEST_BOOT_ID", "boot-1".as_ref()),
+            ("TURNGATE_TEST_DURABLE_RECORD", record.as_ref()),
+        ],
+    );
     assert!(
         !out.status.success(),
         "{point}: the process was meant to die"
@@ -1193,14 +1225,7 @@ fn crash_at(at: &str, survives: bool, ahead: bool, inline_limit: &str) {
             })
             .collect();
         let undone = ws.dir.path().join("undo.record");
-        let out = turngate()
-            .args(["undo", "--last", "--root"])
-            .arg(ws.root_path())
-            .env("TURNGATE_TEST_BOOT_ID", "boot-1")
-            .env("TURNGATE_TEST_DURABLE_RECORD", &undone)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
+        undo_last(&ws, "boot-1", Some(&undone));
         assert_flushed_after_the_last_log_flush(&point, &ws, &undone);
         if ahead {
             // Undo settles the call first: its files were on disk before anything moved back.
@@ -1233,26 +1258,13 @@ fn crash_at(at: &str, survives: bool, ahead: bool, inline_limit: &str) {
 /// Runs `hostile_rw`'s `write_all` on `targets` (each gets `PWNED`) through the CLI, as in the boot
 /// `boot` stands for.
 fn write_all_in_boot(ws: &Workspace, targets: &str, boot: &str) {
-    let tools = ws.dir.path().join("tools");
-    std::fs::create_dir_all(&tools).unwrap();
-    std::fs::copy(
-        env!("TURNGATE_TEST_GUEST_HOSTILE_RW"),
-        tools.join("hostile_rw.wasm"),
-    )
-    .unwrap();
     let input = json!({"attack": "write_all", "path": ".", "arg": targets}).to_string();
-    let out = turngate()
-        .args(["call", "--root"])
-        .arg(ws.root_path())
-        .arg("--tools")
-        .arg(&tools)
-        .arg("hostile_rw")
-        .arg(input)
-        .env("TURNGATE_TEST_BOOT_ID", boot)
-        .arg("--cache-dir")
-        .arg(common::test_cache_dir())
-        .output()
-        .unwrap();
+    let out = cli_call(
+        ws,
+        "hostile_rw",
+        &input,
+        &[("TURNGATE_TEST_BOOT_ID", boot.as_ref())],
+    );
     assert!(out.status.success(), "{out:?}");
 }
 
@@ -1319,13 +1331,7 @@ fn a_call_written_ahead_whose_writes_a_power_loss_took_is_rolled_forward_from_th
         ("PWNED".into(), "PWNED".into())
     );
     assert_recovery_flushed_its_moves("rolled forward", &ws, &rebooted);
-    let out = turngate()
-        .args(["undo", "--last", "--root"])
-        .arg(ws.root_path())
-        .env("TURNGATE_TEST_BOOT_ID", "boot-2")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    undo_last(&ws, "boot-2", None);
     assert_eq!(ws.tree(), before, "the call rolled forward undoes whole");
 
     // A created file whose inode survived with its data lost is rewritten; a file someone replaced
@@ -1360,28 +1366,17 @@ fn a_call_written_ahead_that_fails_is_rolled_back_on_disk_and_never_rolled_forwa
     ws.write("a.txt", "old a\n");
     ws.write("b.txt", "old b\n");
     let before = ws.tree();
-    let tools = ws.dir.path().join("tools");
-    std::fs::create_dir_all(&tools).unwrap();
-    std::fs::copy(
-        env!("TURNGATE_TEST_GUEST_HOSTILE_RW"),
-        tools.join("hostile_rw.wasm"),
-    )
-    .unwrap();
     let record = ws.dir.path().join("failed.record");
-    let out = turngate()
-        .args(["call", "--root"])
-        .arg(ws.root_path())
-        .arg("--tools")
-        .arg(&tools)
-        .arg("hostile_rw")
-        .arg(r#"{"attack":"write_all","path":".","arg":"a.txt,b.txt"}"#)
-        .env("TURNGATE_TEST_FAIL_AT", "second-move")
-        .env("TURNGATE_TEST_BOOT_ID", "boot-1")
-        .env("TURNGATE_TEST_DURABLE_RECORD", &record)
-        .arg("--cache-dir")
-        .arg(common::test_cache_dir())
-        .output()
-        .unwrap();
+    let out = cli_call(
+        &ws,
+        "hostile_rw",
+        r#"{"attack":"write_all","path":".","arg":"a.txt,b.txt"}"#,
+        &[
+            ("TURNGATE_TEST_FAIL_AT", "second-move".as_ref()),
+            ("TURNGATE_TEST_BOOT_ID", "boot-1".as_ref()),
+            ("TURNGATE_TEST_DURABLE_RECORD", record.as_ref()),
+        ],
+    );
     assert!(!out.status.success(), "{out:?}");
     assert_eq!(ws.tree(), before, "nothing of the call stays");
     // The moves back, then the rollback, reached the disk.
@@ -1396,16 +1391,12 @@ fn a_call_written_ahead_that_fails_is_rolled_back_on_disk_and_never_rolled_forwa
 
 /// Runs a bundled tool through the CLI, as in the boot `boot` stands for.
 fn call_in_boot(ws: &Workspace, tool: &str, input: Value, boot: &str) {
-    let out = turngate()
-        .args(["call", "--root"])
-        .arg(ws.root_path())
-        .arg(tool)
-        .arg(input.to_string())
-        .env("TURNGATE_TEST_BOOT_ID", boot)
-        .arg("--cache-dir")
-        .arg(common::test_cache_dir())
-        .output()
-        .unwrap();
+    let out = cli_call(
+        ws,
+        tool,
+        &input.to_string(),
+        &[("TURNGATE_TEST_BOOT_ID", boot.as_ref())],
+    );
     assert!(out.status.success(), "{out:?}");
 }
 
@@ -1442,13 +1433,7 @@ fn calls_written_ahead_on_the_same_file_roll_forward_in_order() {
     journal_states(&ws.root_path(), &record, "boot-3");
     assert_eq!(ws.read("f.txt"), "B");
     for expected in [Some("A"), None] {
-        let out = turngate()
-            .args(["undo", "--last", "--root"])
-            .arg(ws.root_path())
-            .env("TURNGATE_TEST_BOOT_ID", "boot-3")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
+        undo_last(&ws, "boot-3", None);
         match expected {
             Some(content) => assert_eq!(ws.read("f.txt"), content),
             None => assert!(!ws.root_path().join("f.txt").exists()),
@@ -1480,16 +1465,13 @@ fn the_entries_the_log_is_found_by_are_flushed_once_for_each_log() {
         })
     };
     let call = |content: &str, record: &Path| {
-        let out = turngate()
-            .args(["call", "--root"])
-            .arg(ws.root_path())
-            .arg("write_file")
-            .arg(json!({"path": "g.txt", "content": content}).to_string())
-            .env("TURNGATE_TEST_DURABLE_RECORD", record)
-            .arg("--cache-dir")
-            .arg(common::test_cache_dir())
-            .output()
-            .unwrap();
+        let input = json!({"path": "g.txt", "content": content}).to_string();
+        let out = cli_call(
+            &ws,
+            "write_file",
+            &input,
+            &[("TURNGATE_TEST_DURABLE_RECORD", record.as_ref())],
+        );
         assert!(out.status.success(), "{out:?}");
     };
     let records = ws.dir.path();
