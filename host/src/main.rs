@@ -12,8 +12,8 @@ use clap::{Args, Parser, Subcommand};
 use turngate::audit::write_jsonl;
 use turngate::turn::Provider;
 use turngate::{
-    CacheSetting, CallContext, Cancel, Effects, Instances, Limits, Policy, Root, Toolbox,
-    ToolboxBuilder, TurnHooks, TurnOptions, UndoTarget, process_turn_with,
+    CacheSetting, CallContext, Cancel, Effects, Limits, Policy, Root, Toolbox, ToolboxBuilder,
+    TurnHooks, TurnOptions, UndoTarget, process_turn_with,
 };
 
 use turngate::live::agent::{Agent, AgentConfig, RegenerationPolicy};
@@ -344,12 +344,9 @@ impl SandboxArgs {
             (Some(dir), false) => CacheSetting::Dir(dir.clone()),
             (None, false) => CacheSetting::Default,
         };
-        // Most commands make a few calls and exit: nothing to reserve at start. The long-running ones
-        // (`mcp`, `worker`) ask for the pool.
-        Toolbox::builder()
-            .limits(limits)
-            .cache(cache)
-            .instances(Instances::OnDemand)
+        // Every command runs its calls in the pool (the library's default): reserving it costs less
+        // than one call's instance allocated on demand, even for a one-shot `turngate call`.
+        Toolbox::builder().limits(limits).cache(cache)
     }
 }
 
