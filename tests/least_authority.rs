@@ -1228,10 +1228,23 @@ fn crash_at(at: &str, survives: bool, ahead: bool, inline_limit: &str) {
         undo_last(&ws, "boot-1", Some(&undone));
         assert_flushed_after_the_last_log_flush(&point, &ws, &undone);
         if ahead {
-            // Undo settles the call first: its files were on disk before anything moved back.
+            // Undo settles the call first: its files, then the directory its moves changed, were
+            // on disk before the log said so (its first flush in the undo), before anything moved
+            // back.
+            use std::os::unix::fs::MetadataExt;
             let text = std::fs::read_to_string(&undone).unwrap();
-            for file in &new_files {
-                assert!(text.lines().any(|l| l == file), "{point}: {file}\n{text}");
+            let lines: Vec<&str> = text.lines().collect();
+            let synced = |path: &Path| {
+                let metadata = std::fs::metadata(path).unwrap();
+                format!("synced {} {}", metadata.dev(), metadata.ino())
+            };
+            let log = synced(&ws.root_path().join(".turngate/journal.jsonl"));
+            let settled = lines.iter().position(|l| *l == log).unwrap();
+            for file in new_files.iter().chain([&synced(&ws.root_path())]) {
+                assert!(
+                    lines[..settled].contains(&file.as_str()),
+                    "{point}: {file}\n{text}"
+                );
             }
         }
     } else {
