@@ -150,8 +150,8 @@ fn a_policy_that_does_not_list_the_tool_denies_it() {
     assert!(!root.path().join("notes.txt").exists());
 }
 
-/// `call` runs its tool in an engine that allocates instances per call (no pool reserved at start):
-/// the memory, wall-time and output limits hold there too.
+/// `call` runs its tool in a pool sized by its flags: the memory, wall-time and output limits given on
+/// the command line hold there.
 #[test]
 fn the_one_shot_engine_keeps_every_limit() {
     let root = tempfile::tempdir().unwrap();

@@ -12,8 +12,8 @@ use std::time::Duration;
 use common::{Workspace, build, call, hash_tree, hostile, test_cache};
 use serde_json::json;
 use turngate::{
-    CallContext, CallError, CallOutcome, Cancel, Effects, Limits, Policy, RunError, ToolError,
-    Toolbox,
+    CallContext, CallError, CallOutcome, Cancel, Effects, Instances, Limits, Policy, RunError,
+    ToolError, Toolbox,
 };
 
 /// Longest a contained attack may take before the test calls it uncontained (the configured wall-time
@@ -466,4 +466,43 @@ fn a_conformance_probe_runs_without_any_filesystem() {
         .block_on(hostile().probe("hostile_rw", &input))
         .expect("hostile_rw is loaded");
     assert_contained(&outcome);
+}
+
+/// An engine that allocates each call's instance on demand (`Instances::OnDemand`: nothing reserved,
+/// for a process whose address space is limited) keeps every limit too: memory, wall time, output.
+#[test]
+fn the_on_demand_engine_keeps_every_limit() {
+    let ws = escape_workspace();
+    let toolbox = build(
+        Toolbox::builder()
+            .cache(test_cache())
+            .instances(Instances::OnDemand)
+            .limits(Limits {
+                wall_time: Duration::from_millis(300),
+                memory_bytes: 64 << 20,
+                output_bytes: 4096,
+                ..Limits::default()
+            })
+            .component_file(env!("TURNGATE_TEST_GUEST_HOSTILE_RO"))
+            .unwrap(),
+    );
+    let kind = |input: serde_json::Value| {
+        let outcome = call(
+            &toolbox,
+            &ws.root,
+            &Policy::allow_all(),
+            "hostile_ro",
+            &input.to_string(),
+        );
+        sandbox_error(&outcome)
+    };
+    assert_eq!(
+        kind(json!({"attack": "alloc", "size": 1u64 << 30})),
+        "memory_limit"
+    );
+    assert_eq!(kind(json!({"attack": "sleep"})), "timeout");
+    assert_eq!(
+        kind(json!({"attack": "print", "size": 10_000_000})),
+        "output_limit"
+    );
 }
