@@ -221,13 +221,22 @@ fn damaged_log_is_kept_aside(damage: impl Fn(&str) -> String, damaged: &[&str], 
     assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), damage(&text));
 }
 
+/// Where the intent of the call with `call_id` is among the log's `lines`.
+fn intent_line(lines: &[impl AsRef<str>], call_id: &str) -> usize {
+    let id = format!("\"call_id\":\"{call_id}\"");
+    lines
+        .iter()
+        .position(|line| line.as_ref().contains(&id))
+        .unwrap()
+}
+
 #[test]
 fn a_garbage_line_in_the_log_is_kept_aside_and_stops_nothing() {
     // Between c1's lines and c2's: c1 may be what it was about, c2 came after it.
     damaged_log_is_kept_aside(
         |text| {
             let mut lines: Vec<&str> = text.lines().collect();
-            lines.insert(2, "\u{0}garbage{");
+            lines.insert(intent_line(&lines, "c2"), "\u{0}garbage{");
             lines.join("\n") + "\n"
         },
         &["c1"],
@@ -241,8 +250,9 @@ fn a_truncated_line_in_the_log_is_kept_aside_and_stops_nothing() {
     damaged_log_is_kept_aside(
         |text| {
             let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-            let half = lines[2].len() / 2;
-            lines[2].truncate(half);
+            let c2 = intent_line(&lines, "c2");
+            let half = lines[c2].len() / 2;
+            lines[c2].truncate(half);
             lines.join("\n") + "\n"
         },
         &["c1", "c2"],

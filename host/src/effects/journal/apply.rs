@@ -29,7 +29,7 @@ use std::os::unix::fs::PermissionsExt;
 use cap_std::fs::{Dir, MetadataExt};
 
 use super::ahead::write_ahead;
-use super::durable::{mark_layout, sync_dir, sync_file};
+use super::durable::{sync_dir, sync_file};
 use super::log::{entry_event, state_event};
 use super::moves::{ensure_arrived, exchange, object_at, rename_checked, rename_no_replace};
 use super::{CallMeta, CallState, Journal, JournalChange, JournalEntry, journal_error};
@@ -91,13 +91,14 @@ impl Journal {
         };
         let ahead =
             write_ahead(changes).map_err(|e| journal_error("cannot read a staged file", e))?;
+        self.make_layout_durable(root)?;
         // Written now, made durable in `perform` (together with the staged files when not ahead).
         self.append(
             &entry_event(&entry, CallState::Intent, ahead.as_ref()),
             false,
         )?;
         self.calls.insert(seq, entry.clone());
-        let result = self.perform(root, &mut fresh, changes, &entry, ahead.is_some());
+        let result = self.perform(&mut fresh, changes, &entry, ahead.is_some());
         let state = match &result {
             Ok(()) => CallState::Applied,
             Err(_) => CallState::RolledBack,
@@ -124,14 +125,13 @@ impl Journal {
     /// ahead) makes the moves durable; on a failure, puts back what was done.
     fn perform(
         &mut self,
-        root: &Root,
         fresh: &mut Lower,
         changes: &ChangeSet,
         entry: &JournalEntry,
         ahead: bool,
     ) -> Result<(), EffectError> {
         crash_point("intent");
-        self.make_durable(root, changes, ahead)?;
+        self.make_durable(changes, ahead)?;
         crash_point("durable");
         let staging = changes.staging();
         let mut done: Vec<usize> = Vec::new();
@@ -177,28 +177,29 @@ impl Journal {
         let _ = self.sync_moved(fresh, &entry.changes);
     }
 
+    /// Makes the entries the intent is found by durable (the log's in the state directory, and the
+    /// state directory's in the root: both may have just been made), unless the log's layout line
+    /// says they are already; then writes that line, to go to disk with the intent.
+    fn make_layout_durable(&mut self, root: &Root) -> Result<(), EffectError> {
+        if self.layout_durable {
+            return Ok(());
+        }
+        sync_dir(&self.state)
+            .and_then(|()| sync_dir(root.dir()))
+            .map_err(|e| journal_error("cannot sync the state directory", e))?;
+        self.layout_durable = true;
+        // Only a hint for later journals: without it they flush again.
+        let _ = self.append_layout();
+        Ok(())
+    }
+
     /// Makes the intent and the new content durable before anything moves: each staged file's data
-    /// (unless the intent carries it, `ahead`), then the log. Unless the layout mark says they are
-    /// durable already ([`super::durable`]), also the entries the intent is found by: the log's in the
-    /// state directory, and the state directory's in the root (both may have just been made).
-    fn make_durable(
-        &mut self,
-        root: &Root,
-        changes: &ChangeSet,
-        ahead: bool,
-    ) -> Result<(), EffectError> {
+    /// (unless the intent carries it, `ahead`), then the log.
+    fn make_durable(&mut self, changes: &ChangeSet, ahead: bool) -> Result<(), EffectError> {
         for change in changes.changes() {
             if let Some(staged) = change.staged().filter(|_| !ahead) {
                 sync_file(&staged.file).map_err(|e| EffectError::io(&change.path, &e))?;
             }
-        }
-        if !self.layout_durable {
-            sync_dir(&self.state)
-                .and_then(|()| sync_dir(root.dir()))
-                .map_err(|e| journal_error("cannot sync the state directory", e))?;
-            self.layout_durable = true;
-            // Only a hint for later processes: without it they flush again.
-            let _ = mark_layout(&self.state, self.log_ino);
         }
         sync_file(&self.log).map_err(|e| journal_error("cannot sync the log", e))
     }

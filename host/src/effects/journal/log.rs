@@ -8,7 +8,9 @@
 //!
 //! A line is `{"seq", "event"}`, with the call for an intent (`"call": {...}`), `"ahead"` and after the
 //! JSON the content of an intent written ahead ([`encode`]), `"settled"` when such a call no longer
-//! needs it, and `"damage"` when the journal marked the call as one it cannot vouch for. A last line without its newline was being
+//! needs it, and `"damage"` when the journal marked the call as one it cannot vouch for; or the layout
+//! line ([`LAYOUT_LINE`]), written once the entries this log is found by were flushed, so it lives and
+//! dies with the log it vouches for. A last line without its newline was being
 //! written when its writer died and was never durable: it is cut off. Any other line that does not
 //! parse is damage: the log as it was is copied to `damaged/` for the user, every call the damaged
 //! line could have been about (each whose intent came before it, and any whose intent was lost, with
@@ -38,6 +40,20 @@ const READ_CHUNK: u64 = 16 << 10;
 /// How many NULs at the start of a line mark the room (a damaged line may start with a few).
 const ROOM_MARK: usize = 64;
 
+/// The line saying the entries this log is found by (its own in the state directory, the state
+/// directory's in the root) are durable ([`super::durable`]). Written only after they were flushed, so
+/// wherever it is found they were; a log made anew (removed by someone, its inode number perhaps
+/// reused) does not have it.
+const LAYOUT_LINE: &[u8] = b"{\"layout\":\"durable\"}\n";
+
+/// What one line of the log says.
+pub(super) enum Line {
+    /// The layout line ([`LAYOUT_LINE`]).
+    Layout,
+    /// An event about a call.
+    Event(Box<Event>),
+}
+
 /// One line of the log for `event`: its JSON, then, for an intent written ahead, a tab and the new
 /// content of each change (base64, empty for a change without one), so that reading the log finds the
 /// end of the content without parsing it (serde_json writes a tab inside a string as `\t`).
@@ -55,8 +71,11 @@ fn encode(event: &Event) -> serde_json::Result<Vec<u8>> {
     Ok(line)
 }
 
-/// The event of one line of the log (see [`encode`]).
-fn decode(line: &[u8]) -> Result<Event, String> {
+/// What one line of the log says (see [`encode`] and [`LAYOUT_LINE`]).
+fn decode(line: &[u8]) -> Result<Line, String> {
+    if line == &LAYOUT_LINE[..LAYOUT_LINE.len() - 1] {
+        return Ok(Line::Layout);
+    }
     let mut fields = line.split(|b| *b == b'\t');
     let head = fields.next().unwrap_or_default();
     let mut event: Event = serde_json::from_slice(head).map_err(|e| e.to_string())?;
@@ -73,7 +92,7 @@ fn decode(line: &[u8]) -> Result<Event, String> {
     if fields.next().is_some() {
         return Err("more content than changes".into());
     }
-    Ok(event)
+    Ok(Line::Event(Box::new(event)))
 }
 
 /// Where the bytes that are not NUL end in `text` (the room is most of a short log: it is skipped a
@@ -237,17 +256,23 @@ impl Journal {
             self.reopen_log()?;
             self.calls.clear();
             self.ahead.clear();
+            self.layout_durable = false;
         }
         let text = self.read_log_from(self.log_read)?;
-        let mut events = Vec::new();
+        let mut read = Vec::new();
         for line in lines(&text) {
             match decode(line) {
-                Ok(event) => events.push(event),
+                Ok(line) => read.push(line),
                 Err(_) => return self.keep_damaged_aside(),
             }
         }
-        for event in events {
-            fold(&mut self.calls, &mut self.ahead, event);
+        for line in read {
+            match line {
+                Line::Layout => self.layout_durable = true,
+                Line::Event(event) => {
+                    fold(&mut self.calls, &mut self.ahead, *event);
+                }
+            }
         }
         self.log_read += text.len() as u64;
         Ok(())
@@ -322,9 +347,10 @@ impl Journal {
         let mut ahead = BTreeMap::new();
         for line in lines(&text) {
             match decode(line) {
-                Ok(event) => {
+                Ok(Line::Layout) => self.layout_durable = true,
+                Ok(Line::Event(event)) => {
                     let (seq, state) = (event.seq, event.event);
-                    if fold(&mut calls, &mut ahead, event) {
+                    if fold(&mut calls, &mut ahead, *event) {
                         calls.insert(seq, placeholder(seq, state, &note));
                     }
                 }
@@ -348,6 +374,17 @@ impl Journal {
     /// out); `durable` makes it reach the disk before returning.
     pub(super) fn append(&mut self, event: &Event, durable: bool) -> Result<(), EffectError> {
         let line = encode(event).map_err(|e| journal_error("encoding", e))?;
+        self.append_line(&line, durable)
+    }
+
+    /// Appends the layout line ([`LAYOUT_LINE`]), once the entries the log is found by were flushed;
+    /// it needs no flush of its own (lost, it only costs the next journal a flush of them again).
+    pub(super) fn append_layout(&mut self) -> Result<(), EffectError> {
+        self.append_line(LAYOUT_LINE, false)
+    }
+
+    /// Appends one encoded line (see [`Journal::append`]).
+    fn append_line(&mut self, line: &[u8], durable: bool) -> Result<(), EffectError> {
         let end = self.log_read + line.len() as u64;
         if end > self.log_len {
             let room = (end + LOG_ROOM).next_multiple_of(4096);
@@ -358,7 +395,7 @@ impl Journal {
             self.log_len = room;
         }
         self.log
-            .write_all_at(&line, self.log_read)
+            .write_all_at(line, self.log_read)
             .map_err(|e| journal_error("cannot write the log", e))?;
         if durable {
             super::durable::sync_file(&self.log)
@@ -369,9 +406,13 @@ impl Journal {
     }
 
     /// Replaces the log with one written from the journal's calls: a new file with a random name,
-    /// created exclusively, made durable, then renamed over the log.
+    /// created exclusively, made durable, then renamed over the log. The new log keeps the layout line
+    /// when the old one had it: its own entry is flushed here, the state directory's was already.
     pub(super) fn rewrite(&mut self) -> Result<(), EffectError> {
         let mut text = Vec::new();
+        if self.layout_durable {
+            text.extend_from_slice(LAYOUT_LINE);
+        }
         for call in self.calls.values() {
             let intent = entry_event(call, CallState::Intent, self.ahead.get(&call.seq));
             text.extend(encode(&intent).unwrap_or_default());

@@ -15,8 +15,7 @@
 //! * `staging/`: the files the views stage, each named by its process (recovery removes those of a
 //!   process that is gone);
 //! * `lease`: a worker holds an exclusive lock on it ([`Lease`]) for a whole job on the root;
-//! * `damaged/`: logs found damaged, kept aside for the user ([`log`]);
-//! * `layout`: the mark that the entries the log is found by are durable ([`durable`]).
+//! * `damaged/`: logs found damaged, kept aside for the user ([`log`]).
 //!
 //! Nothing found in the state directory is trusted: its files are opened without following links and
 //! held to what was opened ([`state`]); a link, a special file or a hard-linked file where turngate
@@ -165,7 +164,8 @@ pub struct Journal {
     ahead: BTreeMap<u64, ahead::Ahead>,
     retention: Retention,
     /// Whether the entries an apply relies on (the state directory's in the root, the log's in the
-    /// state directory) are durable: flushed by this journal, or by an earlier one (the layout mark).
+    /// state directory) are durable: flushed by this journal, or by an earlier one (the log's layout
+    /// line).
     layout_durable: bool,
 }
 
@@ -198,7 +198,6 @@ impl Journal {
             &log.metadata()
                 .map_err(|e| journal_error("cannot stat the log", e))?,
         );
-        let layout_durable = durable::layout_marked(&state, log_ino);
         let mut journal = Journal {
             state,
             pre,
@@ -210,7 +209,7 @@ impl Journal {
             calls: BTreeMap::new(),
             ahead: BTreeMap::new(),
             retention,
-            layout_durable,
+            layout_durable: false,
         };
         let guard = journal.locked()?;
         journal.remove_temporaries();
@@ -308,9 +307,7 @@ impl Journal {
         };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if state::is_temporary(&name, LOG_FILE)
-                || state::is_temporary(&name, durable::LAYOUT_MARK)
-            {
+            if state::is_temporary(&name, LOG_FILE) {
                 let _ = self.state.remove_file(&name);
             }
         }
