@@ -395,6 +395,27 @@ fn no_state_survives_between_calls_in_the_memory_a_slot_keeps_resident() {
     }
 }
 
+/// A pooled slot leaves memory a call grew mapped for the next call (`sandbox/mod.rs`,
+/// `engine_with`): what a call left there is reset before the next, which grows the same pages.
+#[test]
+fn no_state_survives_between_calls_in_the_memory_a_call_grew() {
+    let ws = escape_workspace();
+    let mut addresses = std::collections::BTreeSet::new();
+    for _ in 0..3 {
+        let outcome = attack(&ws, "hostile_ro", json!({"attack": "grown_residue"}));
+        let answer = outcome.result.unwrap();
+        let (seen, address) = answer.split_once(" at ").unwrap();
+        assert!(
+            address.parse::<u64>().unwrap() >= 1 << 20,
+            "the word is beyond the resident megabyte: {answer}"
+        );
+        addresses.insert(address.to_owned());
+        // Grown memory reads as zeros: anything else is a previous call's mark.
+        assert_eq!(seen, "0", "a previous call's mark survived");
+    }
+    assert_eq!(addresses.len(), 1, "each call grew the same pages");
+}
+
 #[test]
 fn a_hard_link_to_an_outside_file_is_refused_by_the_gate() {
     let ws = Workspace::new();

@@ -59,7 +59,7 @@ pub fn descriptor(name: &str, access: Access) -> Descriptor {
         "properties": {
             "attack": {
                 "type": "string",
-                "description": "noop, counter, stack_residue, env, read, read_repeatedly, write, append, create_new, mkdir, rename, list, walk, write_all, write_all_then_panic, write_all_then_spin, symlink, spin, sleep, alloc, print, big_result or panic."
+                "description": "noop, counter, stack_residue, grown_residue, env, read, read_repeatedly, write, append, create_new, mkdir, rename, list, walk, write_all, write_all_then_panic, write_all_then_spin, symlink, spin, sleep, alloc, print, big_result or panic."
             },
             "arg": {
                 "type": "string",
@@ -104,6 +104,7 @@ pub fn call(input: &str) -> Result<String, ToolError> {
             .wrapping_add(1)
             .to_string()),
         "stack_residue" => Ok(stack_residue()),
+        "grown_residue" => Ok(grown_residue()),
         "read" => {
             let target = input.target()?;
             let content = fs::read_to_string(target).map_err(|err| io_error(target, err))?;
@@ -259,7 +260,30 @@ fn walk(dir: &Path, seen: &mut Vec<String>) {
     }
 }
 
-/// What `stack_residue` leaves behind: "turngate" in ASCII.
+/// Grows linear memory by 16 pages (beyond the megabyte a pooled slot keeps resident), then reads
+/// and marks the first word of what it grew. Answers `<word read> at <address>`; a call in a fresh
+/// instance never reads the mark a previous call left, though the pool leaves grown memory mapped
+/// between the calls of a slot (`sandbox/mod.rs`, `engine_with`).
+#[allow(unsafe_code)] // reading memory no Rust object owns is the point of this attack
+fn grown_residue() -> String {
+    const PAGE: usize = 64 << 10;
+    let pages = core::arch::wasm32::memory_grow(0, 16);
+    if pages == usize::MAX {
+        return "cannot grow".into();
+    }
+    let address = pages * PAGE;
+    let word = address as *mut u64;
+    // SAFETY: the 16 pages from `address` were just grown, and nothing (the allocator included)
+    // knows of them.
+    let seen = unsafe {
+        let seen = std::ptr::read_volatile(word);
+        std::ptr::write_volatile(word, RESIDUE_MARK);
+        seen
+    };
+    format!("{seen} at {address}")
+}
+
+/// What `stack_residue` and `grown_residue` leave behind: "turngate" in ASCII.
 const RESIDUE_MARK: u64 = 0x7475_726e_6761_7465;
 
 /// Reads, then marks, a word of linear memory 32 KiB below the frame in use: stack that this call

@@ -683,7 +683,15 @@ fn engine_with(instances: InstanceAllocationStrategy) -> wasmtime::Result<Engine
     config
         .wasm_component_model(true)
         .epoch_interruption(true)
-        .allocation_strategy(instances);
+        .allocation_strategy(instances)
+        // Bounds checked by the compiled code rather than by guard pages: memory a call grew then stays
+        // mapped for the next call of its pool slot (reset like the rest), where otherwise each call's
+        // `memory.grow` and the next instantiation `mprotect` it, each a TLB shootdown across the
+        // process's threads. Measured (a throwaway A/B, both engines in one process, calls
+        // interleaved): `read_file` on a call thread 57 to 58 µs against 80 to 89 µs; a no-op and a
+        // `write_file` unchanged; a compute-bound `search_files` about 3% slower.
+        .signals_based_traps(false)
+        .memory_guard_size(0);
     Engine::new(&config)
 }
 
