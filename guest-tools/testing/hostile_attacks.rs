@@ -271,16 +271,9 @@ fn grown_residue() -> String {
     if pages == usize::MAX {
         return "cannot grow".into();
     }
-    let address = pages * PAGE;
-    let word = address as *mut u64;
-    // SAFETY: the 16 pages from `address` were just grown, and nothing (the allocator included)
-    // knows of them.
-    let seen = unsafe {
-        let seen = std::ptr::read_volatile(word);
-        std::ptr::write_volatile(word, RESIDUE_MARK);
-        seen
-    };
-    format!("{seen} at {address}")
+    // SAFETY: the 16 pages from there were just grown, and nothing (the allocator included) knows of
+    // them.
+    unsafe { read_then_mark(pages * PAGE) }
 }
 
 /// What `stack_residue` and `grown_residue` leave behind: "turngate" in ASCII.
@@ -294,9 +287,20 @@ const RESIDUE_MARK: u64 = 0x7475_726e_6761_7465;
 fn stack_residue() -> String {
     let here = 0u8;
     let address = (std::ptr::addr_of!(here) as usize).saturating_sub(32 << 10) & !7;
-    let word = address as *mut u64;
     // SAFETY: on wasm32 every address below the memory's size is linear memory, and this one is
     // in the stack region below every frame of the call, which nothing else uses meanwhile.
+    unsafe { read_then_mark(address) }
+}
+
+/// Reads the word at `address`, then writes [`RESIDUE_MARK`] there. Answers `<word read> at <address>`.
+///
+/// # Safety
+///
+/// `address` is 8-byte aligned, below the memory's size, and no Rust object uses the word there.
+#[allow(unsafe_code)]
+unsafe fn read_then_mark(address: usize) -> String {
+    let word = address as *mut u64;
+    // SAFETY: the caller's promise.
     let seen = unsafe {
         let seen = std::ptr::read_volatile(word);
         std::ptr::write_volatile(word, RESIDUE_MARK);
