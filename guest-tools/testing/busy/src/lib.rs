@@ -20,7 +20,7 @@ impl Guest for Busy {
 
     fn call(input: String) -> Result<String, ToolError> {
         let input: serde_json::Value = turngate_guest::parse_input(&input)?;
-        if input["mode"] == "sleep" {
+        if input.get("mode").and_then(serde_json::Value::as_str) == Some("sleep") {
             loop {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             }

@@ -23,7 +23,10 @@ impl Guest for HostileNet {
 
     fn call(input: String) -> Result<String, ToolError> {
         let input: serde_json::Value = turngate_guest::parse_input(&input)?;
-        let address = input["address"].as_str().unwrap_or("127.0.0.1:9");
+        let address = input
+            .get("address")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("127.0.0.1:9");
         std::net::TcpStream::connect(address)
             .map_err(|err| ToolError::Denied(format!("connect {address}: {err}")))?;
         Ok(format!("ESCAPED connect to {address}"))
