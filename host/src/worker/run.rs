@@ -157,6 +157,9 @@ impl Worker {
             .info()
             .map(|info| (info.stream_sequence, info.delivered.max(1) as u64))
             .unwrap_or((0, 1));
+        // Logged before anything of the job is done, so a job whose worker died is seen taken twice
+        // (the server's delivery count may not say so: it can be lost with a server that was killed).
+        (self.log)(&format!("job #{seq} taken (delivery {deliveries})"));
         let work = async {
             let names = &self.settings.names;
             let job = Job::from_parts(message.headers.as_ref(), message.payload.clone());
