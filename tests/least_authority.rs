@@ -1467,8 +1467,8 @@ fn only_pre_image_named(ws: &Workspace, name: &str) -> std::path::PathBuf {
 }
 
 /// The entries the log is found by are flushed by the first apply in a root, and again whenever the
-/// log was made anew (here, removed and made again by someone, its inode number perhaps reused); not
-/// by every process in between.
+/// log was made anew (here, removed and made again by someone, its inode number perhaps reused, then
+/// replaced by a copy of itself); not by every process in between.
 #[test]
 #[allow(clippy::disallowed_methods)] // the test removes the log beneath its own temporary root
 fn the_entries_the_log_is_found_by_are_flushed_once_for_each_log() {
@@ -1509,4 +1509,12 @@ fn the_entries_the_log_is_found_by_are_flushed_once_for_each_log() {
         std::fs::metadata(&log).unwrap().ino() == removed
     );
     assert_eq!(flushed_dirs(&records.join("3.record")), [true, true]);
+    // A copy put in the log's place carries the layout line, naming the log it was copied from.
+    let copy = ws.root_path().join(".turngate/journal.copy");
+    std::fs::copy(&log, &copy).unwrap();
+    std::fs::rename(&copy, &log).unwrap();
+    call("four", &records.join("4.record"));
+    assert_eq!(flushed_dirs(&records.join("4.record")), [true, true]);
+    call("five", &records.join("5.record"));
+    assert_eq!(flushed_dirs(&records.join("5.record")), [false, false]);
 }

@@ -9,8 +9,8 @@
 //! A line is `{"seq", "event"}`, with the call for an intent (`"call": {...}`), `"ahead"` and after the
 //! JSON the content of an intent written ahead ([`encode`]), `"settled"` when such a call no longer
 //! needs it, and `"damage"` when the journal marked the call as one it cannot vouch for; or the layout
-//! line ([`LAYOUT_LINE`]), written once the entries this log is found by were flushed, so it lives and
-//! dies with the log it vouches for. A last line without its newline was being
+//! line ([`LayoutLine`]), written once the entries this log is found by were flushed, so it lives and
+//! dies with the log it vouches for, naming it. A last line without its newline was being
 //! written when its writer died and was never durable: it is cut off. Any other line that does not
 //! parse is damage: the log as it was is copied to `damaged/` for the user, every call the damaged
 //! line could have been about (each whose intent came before it, and any whose intent was lost, with
@@ -40,16 +40,43 @@ const READ_CHUNK: u64 = 16 << 10;
 /// How many NULs at the start of a line mark the room (a damaged line may start with a few).
 const ROOM_MARK: usize = 64;
 
-/// The line saying the entries this log is found by (its own in the state directory, the state
-/// directory's in the root) are durable ([`super::durable`]). Written only after they were flushed, so
-/// wherever it is found they were; a log made anew (removed by someone, its inode number perhaps
-/// reused) does not have it.
-const LAYOUT_LINE: &[u8] = b"{\"layout\":\"durable\"}\n";
+/// The layout line: the entries the log with this device and inode is found by (its own in the state
+/// directory, the state directory's in the root) are durable ([`super::durable`]). Written only after
+/// they were flushed, so wherever it is found in that log they were. It vouches only for the log it is
+/// in and that it names: a log made anew (removed by someone, its inode number perhaps reused) does not
+/// have it, and a copy put in the log's place names another inode.
+#[derive(Serialize, Deserialize)]
+struct LayoutLine {
+    layout: LogObject,
+}
+
+/// A log's device and inode, as its descriptor's `fstat` says.
+#[derive(Serialize, Deserialize, PartialEq)]
+struct LogObject {
+    dev: u64,
+    ino: u64,
+}
+
+/// The layout line for the log `object` (device, inode).
+fn layout_line((dev, ino): (u64, u64)) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&LayoutLine {
+        layout: LogObject { dev, ino },
+    })
+    .unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+/// The device and inode of a log, from its metadata.
+pub(super) fn object_of(metadata: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (metadata.dev(), metadata.ino())
+}
 
 /// What one line of the log says.
 pub(super) enum Line {
-    /// The layout line ([`LAYOUT_LINE`]).
-    Layout,
+    /// A layout line, naming the log it vouches for (device, inode).
+    Layout((u64, u64)),
     /// An event about a call.
     Event(Box<Event>),
 }
@@ -71,10 +98,11 @@ fn encode(event: &Event) -> serde_json::Result<Vec<u8>> {
     Ok(line)
 }
 
-/// What one line of the log says (see [`encode`] and [`LAYOUT_LINE`]).
+/// What one line of the log says (see [`encode`] and [`LayoutLine`]).
 fn decode(line: &[u8]) -> Result<Line, String> {
-    if line == &LAYOUT_LINE[..LAYOUT_LINE.len() - 1] {
-        return Ok(Line::Layout);
+    if line.starts_with(b"{\"layout\":") {
+        let LayoutLine { layout } = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+        return Ok(Line::Layout((layout.dev, layout.ino)));
     }
     let mut fields = line.split(|b| *b == b'\t');
     let head = fields.next().unwrap_or_default();
@@ -252,7 +280,7 @@ impl Journal {
             .state
             .symlink_metadata(LOG_FILE)
             .map_err(|e| journal_error("cannot stat the log", e))?;
-        if on_disk.ino() != self.log_ino {
+        if (on_disk.dev(), on_disk.ino()) != self.log_object {
             self.reopen_log()?;
             self.calls.clear();
             self.ahead.clear();
@@ -268,7 +296,7 @@ impl Journal {
         }
         for line in read {
             match line {
-                Line::Layout => self.layout_durable = true,
+                Line::Layout(object) => self.layout_durable |= object == self.log_object,
                 Line::Event(event) => {
                     fold(&mut self.calls, &mut self.ahead, *event);
                 }
@@ -347,7 +375,7 @@ impl Journal {
         let mut ahead = BTreeMap::new();
         for line in lines(&text) {
             match decode(line) {
-                Ok(Line::Layout) => self.layout_durable = true,
+                Ok(Line::Layout(object)) => self.layout_durable |= object == self.log_object,
                 Ok(Line::Event(event)) => {
                     let (seq, state) = (event.seq, event.event);
                     if fold(&mut calls, &mut ahead, *event) {
@@ -377,10 +405,10 @@ impl Journal {
         self.append_line(&line, durable)
     }
 
-    /// Appends the layout line ([`LAYOUT_LINE`]), once the entries the log is found by were flushed;
+    /// Appends the layout line ([`LayoutLine`]), once the entries the log is found by were flushed;
     /// it needs no flush of its own (lost, it only costs the next journal a flush of them again).
     pub(super) fn append_layout(&mut self) -> Result<(), EffectError> {
-        self.append_line(LAYOUT_LINE, false)
+        self.append_line(&layout_line(self.log_object), false)
     }
 
     /// Appends one encoded line (see [`Journal::append`]).
@@ -410,9 +438,6 @@ impl Journal {
     /// when the old one had it: its own entry is flushed here, the state directory's was already.
     pub(super) fn rewrite(&mut self) -> Result<(), EffectError> {
         let mut text = Vec::new();
-        if self.layout_durable {
-            text.extend_from_slice(LAYOUT_LINE);
-        }
         for call in self.calls.values() {
             let intent = entry_event(call, CallState::Intent, self.ahead.get(&call.seq));
             text.extend(encode(&intent).unwrap_or_default());
@@ -420,14 +445,17 @@ impl Journal {
                 text.extend(encode(&state_event(call.seq, call.state)).unwrap_or_default());
             }
         }
-        let write = || -> io::Result<()> {
+        let write = |text: &mut Vec<u8>| -> io::Result<()> {
             let (mut file, temp) = state::create_temporary(&self.state, LOG_FILE)?;
-            file.write_all(&text)?;
+            if self.layout_durable {
+                text.splice(0..0, layout_line(object_of(&file.metadata()?)));
+            }
+            file.write_all(text)?;
             super::durable::sync_file(&file)?;
             self.state.rename(&temp, &self.state, LOG_FILE)?;
             super::durable::sync_dir(&self.state)
         };
-        write().map_err(|e| journal_error("cannot rewrite the log", e))?;
+        write(&mut text).map_err(|e| journal_error("cannot rewrite the log", e))?;
         self.reopen_log()?;
         self.log_read = text.len() as u64;
         Ok(())
@@ -440,7 +468,7 @@ impl Journal {
             .log
             .metadata()
             .map_err(|e| journal_error("cannot stat the log", e))?;
-        self.log_ino = std::os::unix::fs::MetadataExt::ino(&metadata);
+        self.log_object = object_of(&metadata);
         self.log_read = 0;
         self.log_len = metadata.len();
         Ok(())

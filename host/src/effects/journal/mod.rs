@@ -158,7 +158,8 @@ pub struct Journal {
     log_read: u64,
     /// The log's size, its room included.
     log_len: u64,
-    log_ino: u64,
+    /// The log's device and inode, from the descriptor's `fstat`.
+    log_object: (u64, u64),
     calls: BTreeMap<u64, JournalEntry>,
     /// The content of the calls written ahead and not yet settled, by sequence number.
     ahead: BTreeMap<u64, ahead::Ahead>,
@@ -194,7 +195,7 @@ impl Journal {
         let pre = state::open_own_dir(&state, STATE_DIR, PRE_DIR)?;
         let lock = std::sync::Arc::new(state::open_own_file(&state, STATE_DIR, LOCK_FILE)?);
         let log = state::open_own_file(&state, STATE_DIR, LOG_FILE)?;
-        let log_ino = std::os::unix::fs::MetadataExt::ino(
+        let log_object = log::object_of(
             &log.metadata()
                 .map_err(|e| journal_error("cannot stat the log", e))?,
         );
@@ -205,7 +206,7 @@ impl Journal {
             log,
             log_read: 0,
             log_len: 0,
-            log_ino,
+            log_object,
             calls: BTreeMap::new(),
             ahead: BTreeMap::new(),
             retention,
