@@ -192,10 +192,22 @@ fn a_hard_link_swapped_in_while_a_tool_reads_never_hands_it_the_outside_file() {
     // The issue's probe: while the tool reads drafts/data.txt over and over, another thread renames a
     // hard link of a file outside the root over it, then a plain file back. The view checks the entry
     // it looked up; only holding the opened descriptor to that entry keeps the swap out.
+    hard_link_swapped_in_while_reading("drafts", "drafts/data.txt", "drafts/**");
+}
+
+#[test]
+fn a_hard_link_swapped_in_at_the_root_while_a_tool_reads_never_hands_it_the_outside_file() {
+    // The same in the root itself, whose entries every call reads through one shared descriptor.
+    hard_link_swapped_in_while_reading(".", "data.txt", "**");
+}
+
+/// Reads `file` (the tool approved for `path`, the policy's `grant`) over and over for 4 s while
+/// another thread swaps a hard link of an outside file in and the plain file back.
+fn hard_link_swapped_in_while_reading(path: &str, file: &str, grant: &str) {
     let ws = Workspace::new();
-    ws.write("drafts/data.txt", "inside data\n");
-    let policy = policy("[tools.hostile_ro]\npaths = [\"drafts/**\"]\n");
-    let target = ws.root_path().join("drafts/data.txt");
+    ws.write(file, "inside data\n");
+    let policy = policy(&format!("[tools.hostile_ro]\npaths = [\"{grant}\"]\n"));
+    let target = ws.root_path().join(file);
     let spare = ws.dir.path().join("spare");
     let (outside, plain) = (ws.outside_path().join("secret.txt"), spare.join("plain"));
     std::fs::create_dir(&spare).unwrap();
@@ -218,12 +230,13 @@ fn a_hard_link_swapped_in_while_a_tool_reads_never_hands_it_the_outside_file() {
     let mut seen: std::collections::BTreeMap<String, u64> = Default::default();
     let started = std::time::Instant::now();
     while started.elapsed() < Duration::from_secs(4) {
+        let input = json!({"attack": "read_repeatedly", "path": path, "arg": file, "size": 2000});
         let outcome = call(
             hostile(),
             &ws.root,
             &policy,
             "hostile_ro",
-            r#"{"attack":"read_repeatedly","path":"drafts","arg":"drafts/data.txt","size":2000}"#,
+            &input.to_string(),
         );
         let counts: std::collections::BTreeMap<String, u64> =
             serde_json::from_str(&outcome.result.expect("the reads run")).unwrap();

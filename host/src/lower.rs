@@ -12,16 +12,21 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::Arc;
+use std::mem::MaybeUninit;
+use std::sync::{Arc, OnceLock};
 
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, File, MetadataExt, OpenOptions, OpenOptionsExt};
+use rustix::fd::{AsFd, OwnedFd};
 
 use crate::resolve::{Entry, EntryKind, Namespace, RelPath, ResolveError};
+use crate::root::Root;
 
 /// The real root, with a cache of the directory handles opened beneath it.
 pub(crate) struct Lower {
     root: Arc<Dir>,
+    /// The root's own descriptor for reading its entries, shared by every `Lower` of the root.
+    root_entries: Arc<OnceLock<OwnedFd>>,
     dirs: HashMap<RelPath, Arc<Dir>>,
     /// The device and inode `lstat` reported for each directory looked at before its handle was opened:
     /// the handle opened later must be that directory.
@@ -29,9 +34,11 @@ pub(crate) struct Lower {
 }
 
 impl Lower {
-    pub(crate) fn new(root: Dir) -> Lower {
+    pub(crate) fn of(root: &Root) -> Lower {
+        let (root, root_entries) = root.handles();
         Lower {
-            root: Arc::new(root),
+            root,
+            root_entries,
             dirs: HashMap::new(),
             looked_at: HashMap::new(),
         }
@@ -132,11 +139,20 @@ impl Lower {
     /// rename that had begun has replaced. (Until then a lookup can still find a file whose link from
     /// that name is already gone, and whose link count already says so.)
     pub(crate) fn settle(&mut self, location: &RelPath) -> io::Result<()> {
-        let dir = self.dir(location)?;
-        if let Some(entry) = reader(&dir)?.read() {
-            entry?;
+        if location.is_root() {
+            // The root's shared descriptor: after its first read it stays at the end of the entries,
+            // where a read takes the lock and returns at once.
+            let entries = match self.root_entries.get() {
+                Some(entries) => entries,
+                None => {
+                    let opened = readable(&self.root)?;
+                    self.root_entries.get_or_init(|| opened)
+                }
+            };
+            return read_one_entry(entries);
         }
-        Ok(())
+        let dir = self.dir(location)?;
+        read_one_entry(readable(&dir)?)
     }
 
     /// The names and kinds of the entries of the directory at `location` (not following symlinks), as
@@ -177,14 +193,28 @@ impl Lower {
 
 /// A reader of the entries of `dir` (`getdents`), through a descriptor of its own opened for reading.
 fn reader(dir: &Dir) -> io::Result<rustix::fs::Dir> {
+    Ok(rustix::fs::Dir::new(readable(dir)?)?)
+}
+
+/// One `getdents` of `directory` into a buffer on the stack (room for any one entry): it takes the
+/// directory's lock; what it reads is not needed.
+fn read_one_entry(directory: impl AsFd) -> io::Result<()> {
+    let mut buffer = [MaybeUninit::<u8>::uninit(); 512];
+    if let Some(entry) = rustix::fs::RawDir::new(directory, &mut buffer).next() {
+        entry?;
+    }
+    Ok(())
+}
+
+/// A descriptor of `dir` of its own, opened for reading its entries (`dir`'s own handle is `O_PATH`).
+fn readable(dir: &Dir) -> io::Result<OwnedFd> {
     use rustix::fs::{Mode, OFlags};
-    let readable = rustix::fs::openat(
+    Ok(rustix::fs::openat(
         dir,
         ".",
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
-    )?;
-    Ok(rustix::fs::Dir::new(readable)?)
+    )?)
 }
 
 impl Namespace for Lower {
@@ -215,10 +245,10 @@ mod tests {
             0,
         )
         .unwrap();
-        let root = Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority()).unwrap();
+        let root = Root::open(dir.path()).unwrap();
         let (send, receive) = mpsc::channel();
         std::thread::spawn(move || {
-            let mut lower = Lower::new(root);
+            let mut lower = Lower::of(&root);
             let _ = send.send(
                 lower
                     .open_file(&RelPath::parse("pipe").unwrap())

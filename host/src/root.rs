@@ -6,7 +6,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cap_fs_ext::DirExt;
 use cap_std::ambient_authority;
@@ -20,7 +20,10 @@ pub const STATE_DIR: &str = ".turngate";
 /// A directory that tool calls are confined to.
 #[derive(Debug)]
 pub struct Root {
-    dir: Dir,
+    dir: Arc<Dir>,
+    /// A descriptor of the root opened for reading its entries (the handle above is `O_PATH`), opened
+    /// on first use and shared by every call: see [`crate::lower::Lower::settle`].
+    entries: Arc<OnceLock<rustix::fd::OwnedFd>>,
     path: PathBuf,
     /// The state directory's staging directory, opened (and made when missing) on the first call that
     /// may write.
@@ -33,11 +36,7 @@ impl Root {
     pub fn open(path: impl AsRef<Path>) -> io::Result<Root> {
         let path = std::fs::canonicalize(path.as_ref())?;
         let dir = Dir::open_ambient_dir(&path, ambient_authority())?;
-        Ok(Root {
-            dir,
-            path,
-            staging: Mutex::new(None),
-        })
+        Ok(Root::with(dir, path))
     }
 
     /// Opens the directory `name` directly inside `parent` (without following a symlink) as the root:
@@ -51,11 +50,16 @@ impl Root {
             ));
         }
         let dir = parent.open_dir_nofollow(name)?;
-        Ok(Root {
-            dir,
-            path: parent_path.join(name),
+        Ok(Root::with(dir, parent_path.join(name)))
+    }
+
+    fn with(dir: Dir, path: PathBuf) -> Root {
+        Root {
+            dir: Arc::new(dir),
+            entries: Arc::default(),
+            path,
             staging: Mutex::new(None),
-        })
+        }
     }
 
     /// The canonical path the root was opened at (for messages; not used for access).
@@ -78,6 +82,12 @@ impl Root {
     /// The capability handle every host-side access beneath the root goes through.
     pub(crate) fn dir(&self) -> &Dir {
         &self.dir
+    }
+
+    /// The handle again, shared, with the root's descriptor for reading its entries (opened on first
+    /// use): what [`crate::lower::Lower`] reads the root through.
+    pub(crate) fn handles(&self) -> (Arc<Dir>, Arc<OnceLock<rustix::fd::OwnedFd>>) {
+        (self.dir.clone(), self.entries.clone())
     }
 
     /// The directory `name` inside the state directory, both created when missing. Refuses a state

@@ -116,10 +116,7 @@ pub fn check_path(
     };
     // The walk goes through directory handles opened one component at a time without following links,
     // each held to what `lstat` said of it (`crate::lower`), so what is checked is what was walked.
-    let mut real = Lower::new(root.dir().try_clone().map_err(|e| ScopeError::Escapes {
-        prefix: ".".into(),
-        reason: format!("the root cannot be opened again: {e}"),
-    })?);
+    let mut real = Lower::of(root);
     let resolution = resolve(
         &mut real,
         &RelPath::root(),

@@ -727,7 +727,7 @@ impl Toolbox {
             Access::Read => None,
         };
         Ok(Some(CallView::new(
-            context.root.dir().try_clone()?,
+            context.root,
             staging_dir,
             approved.tool_name(),
             context.policy,

@@ -42,6 +42,7 @@ use crate::scope::is_reserved;
 
 use self::staging::{Quota, Staged, Staging};
 use crate::lower::Lower;
+use crate::root::Root;
 
 /// One path the gate approved for a call: the location it resolved to, and the access the tool declared.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -273,7 +274,7 @@ impl CallView {
     /// is read-only unless it has a staging directory, a grant is for writing and the policy lets the
     /// tool write somewhere.
     pub(crate) fn new(
-        root: Dir,
+        root: &Root,
         staging_dir: Option<Arc<Dir>>,
         tool: &str,
         policy: &Policy,
@@ -291,7 +292,7 @@ impl CallView {
             },
             writable,
             allow_hard_links: policy.allows_hard_links(),
-            lower: Lower::new(root),
+            lower: Lower::of(root),
             nodes: BTreeMap::new(),
             observed: HashMap::new(),
             staging: None,

@@ -197,7 +197,7 @@ impl Journal {
         if self.ahead.is_empty() {
             return Ok(());
         }
-        let mut fresh = fresh_root(root)?;
+        let mut fresh = Lower::of(root);
         let mut moved = Vec::new();
         for (seq, ahead) in &self.ahead {
             let Some(call) = self.calls.get(seq) else {
@@ -253,7 +253,7 @@ impl Journal {
             return Ok(());
         }
         let staging = state::open_own_dir(&self.state, STATE_DIR, STAGING_DIR)?;
-        let mut fresh = fresh_root(root)?;
+        let mut fresh = Lower::of(root);
         for seq in &lost {
             let (Some(call), Some(ahead)) = (self.calls.get(seq), self.ahead.get(seq)) else {
                 continue;
@@ -376,14 +376,6 @@ impl Journal {
         }
         Ok(())
     }
-}
-
-fn fresh_root(root: &Root) -> Result<Lower, EffectError> {
-    Ok(Lower::new(
-        root.dir()
-            .try_clone()
-            .map_err(|e| journal_error("cannot open the root", e))?,
-    ))
 }
 
 /// Flushes the data of the file at `path` if it is still `object`.

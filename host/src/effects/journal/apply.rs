@@ -55,11 +55,7 @@ impl Journal {
         let guard = self.locked()?;
         self.refresh()?;
         self.recover(root)?;
-        let mut fresh = Lower::new(
-            root.dir()
-                .try_clone()
-                .map_err(|e| journal_error("cannot open the root", e))?,
-        );
+        let mut fresh = Lower::of(root);
         preflight(&mut fresh, changes)?;
         let seq = self.calls.keys().next_back().map_or(1, |last| last + 1);
         let recorded: Vec<JournalChange> = changes

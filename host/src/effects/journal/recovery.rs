@@ -30,11 +30,7 @@ impl Journal {
             .cloned()
             .collect();
         if !open.is_empty() {
-            let mut fresh = Lower::new(
-                root.dir()
-                    .try_clone()
-                    .map_err(|e| journal_error("cannot open the root", e))?,
-            );
+            let mut fresh = Lower::of(root);
             for call in open {
                 let state = self.settle(&mut fresh, &call);
                 // What the dead process moved, and what settling moved back, reaches the disk

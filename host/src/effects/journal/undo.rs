@@ -125,11 +125,7 @@ impl Journal {
                 reason,
             });
         }
-        let mut fresh = Lower::new(
-            root.dir()
-                .try_clone()
-                .map_err(|e| UndoError::Journal(e.to_string()))?,
-        );
+        let mut fresh = Lower::of(root);
         // Check everything first, newest call first, as if the later calls were already undone.
         let mut expected: HashMap<String, Expected> = HashMap::new();
         for call in &chosen {
