@@ -520,7 +520,7 @@ impl Sandbox {
     /// guest's sleep, still run there) until it finishes or is stopped.
     fn on_call_thread<F>(&self, work: F) -> std::io::Result<Running<F>>
     where
-        F: Future<Output = Finished> + Send + 'static,
+        F: Future<Output = (Finished, Leftover)> + Send + 'static,
     {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (done, answer) = tokio::sync::oneshot::channel();
@@ -532,8 +532,9 @@ impl Sandbox {
                     _ = stopped => None,
                 }
             });
-            if let Some(finished) = finished {
+            if let Some((finished, leftover)) = finished {
                 let _ = done.send(finished);
+                drop(leftover);
             }
         })?;
         Ok(Running::OnThread { answer, stop })
@@ -632,21 +633,32 @@ type Finished = (
     Option<CallView>,
 );
 
-/// Instantiates the tool in `store` and calls it with `input`; frees the instance slot when done.
+/// What is left of a call once it answered: its store (the instance, whose memory the pool resets when
+/// it is dropped, and the guest's resources) and then its instance slot, freed in that order. A call
+/// thread sends the answer first and frees these after, off the caller's path.
+struct Leftover {
+    _store: Store<CallState>,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Instantiates the tool in `store` and calls it with `input`: its answer, and what is left to free.
 async fn call_in(
     mut store: Store<CallState>,
     pre: ToolPre<CallState>,
     input: String,
     slot: tokio::sync::OwnedSemaphorePermit,
-) -> Finished {
+) -> (Finished, Leftover) {
     let result = async {
         let instance: Tool = pre.instantiate_async(&mut store).await?;
         instance.call_call(&mut store, &input).await
     }
     .await;
-    let view = store.into_data().view;
-    drop(slot);
-    (result, view)
+    let view = store.data_mut().view.take();
+    let leftover = Leftover {
+        _store: store,
+        _slot: slot,
+    };
+    ((result, view), leftover)
 }
 
 /// A call under way: on the caller's task, or on a call thread.
@@ -658,11 +670,11 @@ enum Running<F> {
     },
 }
 
-impl<F: Future<Output = Finished>> Running<F> {
+impl<F: Future<Output = (Finished, Leftover)>> Running<F> {
     /// The call's answer; `None` if its thread ended without one.
     async fn finished(&mut self) -> Option<Finished> {
         match self {
-            Running::Inline(work) => Some(work.as_mut().await),
+            Running::Inline(work) => Some(work.as_mut().await.0),
             Running::OnThread { answer, .. } => answer_of(answer).await,
         }
     }
