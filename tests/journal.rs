@@ -348,3 +348,32 @@ fn a_torn_last_line_is_dropped_and_the_next_line_is_written_clean() {
         text.trim_end_matches('\0')
     );
 }
+
+#[test]
+fn each_journal_reads_on_whatever_another_appended_since_it_last_looked() {
+    // Two journals of one root, as two processes hold them: each apply first reads what the other
+    // appended since it last looked (here a line longer than its first look, and one longer than a
+    // whole chunk), so the calls keep distinct numbers and every one can be undone.
+    let ws = Workspace::new();
+    let (first, second) = (Effects::default(), Effects::default());
+    write(&ws, &first, "a0", "a0.txt", "first");
+    write(&ws, &second, "b0", "b0.txt", &"b".repeat(2_000));
+    write(&ws, &second, "b1", "b1.txt", &"c".repeat(40_000));
+    write(&ws, &first, "a1", "a1.txt", "first again");
+    let entries = open(&ws).unwrap().entries().unwrap();
+    let ids: Vec<_> = entries
+        .iter()
+        .filter_map(|e| e.call_id.as_deref())
+        .collect();
+    assert_eq!(ids, ["a0", "b0", "b1", "a1"], "{entries:?}");
+    let mut seqs: Vec<u64> = entries.iter().map(|e| e.seq).collect();
+    seqs.dedup();
+    assert_eq!(seqs.len(), 4, "distinct numbers: {entries:?}");
+    assert!(entries.iter().all(|e| e.damage.is_none()), "{entries:?}");
+    for id in ["a1", "b1", "b0", "a0"] {
+        undo(&ws, id).unwrap_or_else(|e| panic!("undo {id}: {e}"));
+    }
+    for name in ["a0.txt", "a1.txt", "b0.txt", "b1.txt"] {
+        assert!(!ws.root_path().join(name).exists(), "{name} undone");
+    }
+}

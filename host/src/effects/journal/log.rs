@@ -37,6 +37,8 @@ use crate::root::STATE_DIR;
 const LOG_ROOM: u64 = 256 << 10;
 /// How much of the log is read at a time when looking for what others appended.
 const READ_CHUNK: u64 = 16 << 10;
+/// How much is read first: what an apply reads when nobody else appended (the start of the room).
+const FIRST_LOOK: u64 = 512;
 /// How many NULs at the start of a line mark the room (a damaged line may start with a few).
 const ROOM_MARK: usize = 64;
 
@@ -324,7 +326,12 @@ impl Journal {
         let mut text = Vec::new();
         let end = loop {
             let at = offset + text.len() as u64;
-            let chunk = if offset == 0 { length } else { READ_CHUNK }.min(length - at);
+            let chunk = match (offset, text.is_empty()) {
+                (0, _) => length,
+                (_, true) => FIRST_LOOK,
+                (_, false) => READ_CHUNK,
+            }
+            .min(length - at);
             let mut buffer = vec![0; usize::try_from(chunk).unwrap_or(usize::MAX)];
             self.log
                 .read_exact_at(&mut buffer, at)
