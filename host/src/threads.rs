@@ -31,7 +31,12 @@ const MAX_IDLE: usize = 16;
 /// it costs when nothing comes stays small beside a call's own.
 pub const LINGER: Duration = Duration::from_micros(200);
 
-type Job = Box<dyn FnOnce() + Send>;
+/// The last part of a job, run once its thread is parked again: work nobody waits for (freeing what
+/// the job used). A job handed to the thread meanwhile waits for it in the thread's queue, rather than
+/// a thread being started for it.
+pub type Tail = Box<dyn FnOnce() + Send>;
+
+type Job = Box<dyn FnOnce() -> Option<Tail> + Send>;
 
 /// What a parked thread is sent.
 enum Message {
@@ -62,7 +67,21 @@ impl Threads {
 
     /// Runs `job` on a parked thread, or on a new one when none is free.
     pub fn spawn(&self, job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
-        let mut job: Job = Box::new(job);
+        self.hand(Box::new(move || {
+            job();
+            None
+        }))
+    }
+
+    /// Runs `job` like [`Threads::spawn`], and the [`Tail`] it returns once its thread is parked again.
+    pub fn spawn_with_tail(
+        &self,
+        job: impl FnOnce() -> Tail + Send + 'static,
+    ) -> std::io::Result<()> {
+        self.hand(Box::new(move || Some(job())))
+    }
+
+    fn hand(&self, mut job: Job) -> std::io::Result<()> {
         loop {
             let parked = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
             match parked {
@@ -104,17 +123,24 @@ fn serve(
     receive: &Receiver<Message>,
     idle: &Mutex<Vec<Sender<Message>>>,
 ) {
-    first();
+    let mut tail = first();
     loop {
-        {
+        let parked = {
             let mut parked = idle.lock().unwrap_or_else(|e| e.into_inner());
-            if parked.len() >= MAX_IDLE {
-                return;
+            let room = parked.len() < MAX_IDLE;
+            if room {
+                parked.push(send.clone());
             }
-            parked.push(send.clone());
+            room
+        };
+        if let Some(tail) = tail.take() {
+            tail();
+        }
+        if !parked {
+            return;
         }
         match next_job(receive) {
-            Some(job) => job(),
+            Some(job) => tail = job(),
             None => return,
         }
     }

@@ -525,17 +525,18 @@ impl Sandbox {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (done, answer) = tokio::sync::oneshot::channel();
         let runtime = tokio::runtime::Handle::current();
-        self.threads.spawn(move || {
+        self.threads.spawn_with_tail(move || {
             let finished = runtime.block_on(async {
                 tokio::select! {
                     finished = work => Some(finished),
                     _ = stopped => None,
                 }
             });
-            if let Some((finished, leftover)) = finished {
+            let leftover = finished.map(|(finished, leftover)| {
                 let _ = done.send(finished);
-                drop(leftover);
-            }
+                leftover
+            });
+            Box::new(move || drop(leftover))
         })?;
         Ok(Running::OnThread { answer, stop })
     }
