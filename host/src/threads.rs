@@ -233,6 +233,42 @@ mod tests {
         assert_eq!(run_on(&pool), first);
     }
 
+    #[test]
+    fn a_job_handed_while_a_tail_runs_waits_for_it_on_the_same_thread() {
+        let pool = Threads::new("test");
+        let (answered, answer) = channel();
+        let tail_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = tail_done.clone();
+        pool.spawn_with_tail(move || {
+            let _ = answered.send(std::thread::current().id());
+            Box::new(move || {
+                std::thread::sleep(Duration::from_millis(400));
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+            })
+        })
+        .unwrap();
+        let first = answer.recv().unwrap();
+        let since = Instant::now();
+        while pool.idle.lock().unwrap().is_empty() {
+            assert!(
+                since.elapsed() < Duration::from_millis(200),
+                "the thread parks before its tail runs"
+            );
+            std::thread::yield_now();
+        }
+        let (ran, seen) = channel();
+        pool.spawn(move || {
+            let tail_was_done = tail_done.load(std::sync::atomic::Ordering::SeqCst);
+            let _ = ran.send((std::thread::current().id(), tail_was_done));
+        })
+        .unwrap();
+        assert_eq!(
+            seen.recv().unwrap(),
+            (first, true),
+            "the same thread, after the tail"
+        );
+    }
+
     #[tokio::test]
     async fn an_answer_is_found_whether_it_came_while_looking_or_after() {
         let (send, mut answer) = oneshot::channel();
