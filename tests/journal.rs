@@ -56,6 +56,14 @@ fn entry(entries: &[JournalEntry], id: &str) -> JournalEntry {
         .clone()
 }
 
+/// The call IDs of `entries`, in order.
+fn call_ids(entries: &[JournalEntry]) -> Vec<&str> {
+    entries
+        .iter()
+        .filter_map(|e| e.call_id.as_deref())
+        .collect()
+}
+
 fn foreign_path(error: EffectError) -> String {
     match error {
         EffectError::Foreign { path, .. } => path,
@@ -334,11 +342,7 @@ fn a_torn_last_line_is_dropped_and_the_next_line_is_written_clean() {
     let effects = Effects::new(Retention::default());
     write(&ws, &effects, "c3", "c.txt", "three");
     let entries = open(&ws).unwrap().entries().unwrap();
-    let ids: Vec<_> = entries
-        .iter()
-        .filter_map(|e| e.call_id.as_deref())
-        .collect();
-    assert_eq!(ids, ["c1", "c2", "c3"]);
+    assert_eq!(call_ids(&entries), ["c1", "c2", "c3"]);
     assert!(entries.iter().all(|e| e.damage.is_none()), "{entries:?}");
     assert!(!state(&ws).join("damaged").exists(), "nothing kept aside");
     let text = String::from_utf8(std::fs::read(&log).unwrap()).unwrap();
@@ -361,11 +365,7 @@ fn each_journal_reads_on_whatever_another_appended_since_it_last_looked() {
     write(&ws, &second, "b1", "b1.txt", &"c".repeat(40_000));
     write(&ws, &first, "a1", "a1.txt", "first again");
     let entries = open(&ws).unwrap().entries().unwrap();
-    let ids: Vec<_> = entries
-        .iter()
-        .filter_map(|e| e.call_id.as_deref())
-        .collect();
-    assert_eq!(ids, ["a0", "b0", "b1", "a1"], "{entries:?}");
+    assert_eq!(call_ids(&entries), ["a0", "b0", "b1", "a1"], "{entries:?}");
     let mut seqs: Vec<u64> = entries.iter().map(|e| e.seq).collect();
     seqs.dedup();
     assert_eq!(seqs.len(), 4, "distinct numbers: {entries:?}");
