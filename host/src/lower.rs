@@ -34,6 +34,7 @@ pub(crate) struct Lower {
 }
 
 impl Lower {
+    /// The lower layer of `root`, sharing the root's handle and its descriptor for reading entries.
     pub(crate) fn of(root: &Root) -> Lower {
         let (root, root_entries) = root.handles();
         Lower {
@@ -140,8 +141,8 @@ impl Lower {
     /// that name is already gone, and whose link count already says so.)
     pub(crate) fn settle(&mut self, location: &RelPath) -> io::Result<()> {
         if location.is_root() {
-            // The root's shared descriptor: after its first read it stays at the end of the entries,
-            // where a read takes the lock and returns at once.
+            // The root's shared descriptor: each read moves it on by at most one buffer of entries, so
+            // it soon stays at their end, where a read takes the lock and returns at once.
             let entries = match self.root_entries.get() {
                 Some(entries) => entries,
                 None => {
