@@ -46,7 +46,12 @@ struct Cli {
     command: Command,
 }
 
+// Each subcommand's arguments are built only when it is the one given: building all ten cost a
+// one-shot `turngate call` about 0.18 ms (BENCHMARKS.md). `clap_definition_is_valid` builds them all.
+// The argument structs have plain comments, not doc comments: built late, a flattened struct's doc
+// comment would replace its subcommand's description (`subcommands_keep_their_own_description`).
 #[derive(Subcommand)]
+#[command(defer = true)]
 enum Command {
     /// Gate one streamed turn: decode the whole stream, check how it ended, then check and run each call.
     ///
@@ -157,7 +162,7 @@ enum Command {
     },
 }
 
-/// Which calls `undo` undoes: exactly one of the four.
+// Which calls `undo` undoes: exactly one of the four.
 #[derive(Args)]
 #[group(required = true, multiple = false)]
 struct UndoArgs {
@@ -220,7 +225,7 @@ enum ToolsCommand {
     },
 }
 
-/// `turngate agent`'s flags.
+// `turngate agent`'s flags.
 #[derive(Args)]
 struct AgentArgs {
     /// The provider protocol.
@@ -284,7 +289,7 @@ struct AgentArgs {
     prompt: String,
 }
 
-/// Flags that shape the toolbox: extra tools plus the sandbox settings.
+// Flags that shape the toolbox: extra tools plus the sandbox settings.
 #[derive(Args)]
 struct ToolboxArgs {
     /// Also load every `*.wasm` tool component in this directory.
@@ -311,7 +316,7 @@ impl ToolboxArgs {
     }
 }
 
-/// Per-call limits and the precompiled-component cache.
+// Per-call limits and the precompiled-component cache.
 #[derive(Args)]
 struct SandboxArgs {
     /// Wall-time limit per call, in milliseconds.
@@ -648,4 +653,41 @@ async fn agent(args: AgentArgs) -> Result<ExitCode> {
         return Err(error).with_context(|| format!("writing log {}", path.display()));
     }
     Ok(ExitCode::from(outcome.end.exit_code()))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// The subcommands' arguments are built lazily (`defer`), so clap's checks of a definition would
+    /// otherwise run only for the subcommand given: build and check them all.
+    #[test]
+    fn clap_definition_is_valid() {
+        super::Cli::command().debug_assert();
+    }
+
+    /// What `turngate --help` lists for a subcommand is what its own help says, once its arguments are
+    /// built.
+    #[test]
+    fn subcommands_keep_their_own_description() {
+        for listed in super::Cli::command().get_subcommands() {
+            let mut built = listed.clone();
+            built.build();
+            for (what, before, after) in [
+                ("about", listed.get_about(), built.get_about()),
+                (
+                    "long about",
+                    listed.get_long_about(),
+                    built.get_long_about(),
+                ),
+            ] {
+                assert_eq!(
+                    before.map(ToString::to_string),
+                    after.map(ToString::to_string),
+                    "`{}`'s {what}",
+                    listed.get_name()
+                );
+            }
+        }
+    }
 }

@@ -12,7 +12,7 @@ use turngate::{Instances, Root};
 
 use crate::{EXIT_OK, ToolboxArgs, load_policy};
 
-/// `turngate mcp`'s flags.
+// `turngate mcp`'s flags.
 #[derive(Args)]
 pub struct McpArgs {
     /// The directory calls are confined to. Give an absolute path: clients often start servers in `/`.

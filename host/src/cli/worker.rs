@@ -21,7 +21,7 @@ use turngate::worker::submit::{submit as enqueue, wait_for_report};
 use crate::ToolboxArgs;
 use crate::cli::stream::StreamSource;
 
-/// The deployment: where NATS is, and which names (one prefix per tenant).
+// The deployment: where NATS is, and which names (one prefix per tenant).
 #[derive(Args)]
 pub struct NatsArgs {
     /// The NATS server (`nats://host:port`, or `host:port`).
@@ -67,7 +67,7 @@ impl NatsArgs {
     }
 }
 
-/// `turngate worker`'s flags.
+// `turngate worker`'s flags.
 #[derive(Args)]
 pub struct WorkerArgs {
     #[command(flatten)]
@@ -85,7 +85,7 @@ pub struct WorkerArgs {
     toolbox: ToolboxArgs,
 }
 
-/// `turngate submit`'s flags.
+// `turngate submit`'s flags.
 #[derive(Args)]
 pub struct SubmitArgs {
     #[command(flatten)]
