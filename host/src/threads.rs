@@ -237,21 +237,24 @@ mod tests {
     fn a_job_handed_while_a_tail_runs_waits_for_it_on_the_same_thread() {
         let pool = Threads::new("test");
         let (answered, answer) = channel();
+        // The tail runs until the test lets it end, so the order does not depend on timing.
+        let (release, released) = channel::<()>();
         let tail_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let done = tail_done.clone();
         pool.spawn_with_tail(move || {
             let _ = answered.send(std::thread::current().id());
             Box::new(move || {
-                std::thread::sleep(Duration::from_millis(400));
+                let _ = released.recv();
                 done.store(true, std::sync::atomic::Ordering::SeqCst);
             })
         })
         .unwrap();
         let first = answer.recv().unwrap();
+        // A thread that ran its tail before parking would stay blocked in it, never parked.
         let since = Instant::now();
         while pool.idle.lock().unwrap().is_empty() {
             assert!(
-                since.elapsed() < Duration::from_millis(200),
+                since.elapsed() < Duration::from_secs(10),
                 "the thread parks before its tail runs"
             );
             std::thread::yield_now();
@@ -262,6 +265,7 @@ mod tests {
             let _ = ran.send((std::thread::current().id(), tail_was_done));
         })
         .unwrap();
+        release.send(()).unwrap();
         assert_eq!(
             seen.recv().unwrap(),
             (first, true),
