@@ -353,6 +353,41 @@ fn a_torn_last_line_is_dropped_and_the_next_line_is_written_clean() {
     );
 }
 
+/// The log's zeroed room is in proportion to what it holds: a new log's first flush writes a block or
+/// two, not a quarter of a megabyte; the next calls' lines go into that room (the size, a record of the
+/// filesystem's own, does not change); and a log that outgrows it gets room as large as itself, up to
+/// 256 KiB, so a long log grows rarely.
+#[test]
+fn the_logs_room_grows_with_the_log() {
+    let ws = Workspace::new();
+    let effects = Effects::new(Retention::default());
+    let log = state(&ws).join("journal.jsonl");
+    let size = || std::fs::metadata(&log).unwrap().len();
+    write(&ws, &effects, "c1", "a.txt", "one");
+    let first = size();
+    assert!(first <= 8 << 10, "a new log's room: {first} bytes");
+    write(&ws, &effects, "c2", "b.txt", "two");
+    assert_eq!(size(), first, "the second call's lines went into the room");
+    let mut grown = first;
+    for i in 3..40 {
+        write(
+            &ws,
+            &effects,
+            &format!("c{i}"),
+            "c.txt",
+            &format!("{i}{}", "x".repeat(2000)),
+        );
+        let now = size();
+        if now != grown {
+            let text = std::fs::read(&log).unwrap();
+            let used = text.iter().rposition(|b| *b != 0).unwrap() as u64 + 1;
+            assert!(now - used >= used.min(256 << 10) - 4096, "{now} {used}");
+            grown = now;
+        }
+    }
+    assert!(grown > 4 * first, "the log grew: {grown}");
+}
+
 #[test]
 fn each_journal_reads_on_whatever_another_appended_since_it_last_looked() {
     // Two journals of one root, as two processes hold them: each apply first reads what the other

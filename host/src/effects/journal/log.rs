@@ -1,8 +1,8 @@
 //! The log, `journal.jsonl`: events appended one per line, folded into the journal's calls, rewritten
 //! whole by pruning, and kept aside when damaged.
 //!
-//! The log keeps zeroed room after its last line ([`LOG_ROOM`], written out when the log grows), and
-//! a line is written over that room: an append then changes neither the log's size nor its blocks, so
+//! The log keeps zeroed room after its last line (as much as it holds, within [`ROOM_BOUNDS`], written
+//! out when the log grows), and a line is written over that room: an append then changes neither the log's size nor its blocks, so
 //! flushing it writes the line's block and nothing of the filesystem's own records (one write, not a
 //! journal commit). Lines of NULs are room, not events.
 //!
@@ -33,8 +33,10 @@ use crate::audit::now_ms;
 use crate::effects::EffectError;
 use crate::root::STATE_DIR;
 
-/// The zeroed room the log keeps after its last line, at least.
-const LOG_ROOM: u64 = 256 << 10;
+/// The zeroed room the log adds when it runs out: as much as it holds, within these bounds. A new log's
+/// first flush writes a block or two, not a quarter of a megabyte of zeros (0.3 ms of a first call
+/// into a new root, BENCHMARKS.md); a long log grows once per 256 KiB of lines.
+const ROOM_BOUNDS: (u64, u64) = (4 << 10, 256 << 10);
 /// How much of the log is read at a time when looking for what others appended.
 const READ_CHUNK: u64 = 16 << 10;
 /// How much is read first: what an apply reads when nobody else appended (the start of the room).
@@ -309,7 +311,7 @@ impl Journal {
     }
 
     /// The complete lines of the log from `offset` (where a line begins) up to its end, where the room
-    /// begins ([`LOG_ROOM`]). Read from the start, the end is after the last byte that is not a NUL, so
+    /// begins. Read from the start, the end is after the last byte that is not a NUL, so
     /// damage anywhere is seen; read on from where this journal last looked, it is where a line begins
     /// with the room's NULs. A last line without its newline was being written when its writer died,
     /// and was never durable: it is zeroed, becoming room.
@@ -405,8 +407,8 @@ impl Journal {
         self.rewrite()
     }
 
-    /// Appends one event at the log's end (into its room, which grows by [`LOG_ROOM`] when it runs
-    /// out); `durable` makes it reach the disk before returning.
+    /// Appends one event at the log's end (into its room, which grows when it runs out, see
+    /// [`ROOM_BOUNDS`]); `durable` makes it reach the disk before returning.
     pub(super) fn append(&mut self, event: &Event, durable: bool) -> Result<(), EffectError> {
         let line = encode(event).map_err(|e| journal_error("encoding", e))?;
         self.append_line(&line, durable)
@@ -422,12 +424,13 @@ impl Journal {
     fn append_line(&mut self, line: &[u8], durable: bool) -> Result<(), EffectError> {
         let end = self.log_read + line.len() as u64;
         if end > self.log_len {
-            let room = (end + LOG_ROOM).next_multiple_of(4096);
-            let zeros = vec![0; usize::try_from(room - self.log_len).unwrap_or(usize::MAX)];
+            let (least, most) = ROOM_BOUNDS;
+            let grown = (end + end.clamp(least, most)).next_multiple_of(4096);
+            let zeros = vec![0; usize::try_from(grown - self.log_len).unwrap_or(usize::MAX)];
             self.log
                 .write_all_at(&zeros, self.log_len)
                 .map_err(|e| journal_error("cannot grow the log", e))?;
-            self.log_len = room;
+            self.log_len = grown;
         }
         self.log
             .write_all_at(line, self.log_read)
