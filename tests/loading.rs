@@ -441,22 +441,7 @@ fn a_cache_entry_others_could_write_is_never_loaded() {
     let tools = third_party_tools();
     let builder = || cached(tools.path(), cache.path());
     let toolbox = runtime().block_on(builder().build()).unwrap();
-    let entry_of = |tool: &str| {
-        let sha = toolbox
-            .tools()
-            .find(|t| t.descriptor().name == tool)
-            .unwrap()
-            .sha256()
-            .to_owned();
-        std::fs::read_dir(cache.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| {
-                let name = p.file_name().unwrap().to_string_lossy();
-                name.starts_with(&sha) && name.ends_with(".cwasm")
-            })
-            .unwrap()
-    };
+    let entry_of = |tool: &str| cache_entry(&toolbox, cache.path(), tool);
     let (read_file, list_dir) = (entry_of("read_file"), entry_of("list_dir"));
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("a.txt"), "a").unwrap();
@@ -481,6 +466,109 @@ fn a_cache_entry_others_could_write_is_never_loaded() {
         );
         std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     }
+}
+
+/// The precompiled entry of `tool` in `cache`.
+fn cache_entry(toolbox: &Toolbox, cache: &Path, tool: &str) -> std::path::PathBuf {
+    let sha = toolbox
+        .tools()
+        .find(|t| t.descriptor().name == tool)
+        .unwrap()
+        .sha256()
+        .to_owned();
+    std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with(&sha) && name.ends_with(".cwasm")
+        })
+        .unwrap()
+}
+
+/// The cache's check is held to the file loaded, not to its name: code renamed over a checked entry
+/// before the entry is mapped (list_dir's, writable by others, over read_file's) does not run. The
+/// load is held there in a child process ([`child_of_a_cache_entry_replaced_after_its_check`]).
+#[test]
+#[allow(clippy::disallowed_methods)] // the plant is renamed into the test's own cache directory
+fn a_cache_entry_replaced_after_its_check_is_not_loaded() {
+    use std::os::unix::fs::PermissionsExt;
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = runtime();
+    let toolbox = runtime
+        .block_on(
+            Toolbox::builder()
+                .cache(CacheSetting::Dir(cache.path().to_path_buf()))
+                .build(),
+        )
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let root = turngate::Root::open(work.path()).unwrap();
+    for (tool, input) in [
+        ("read_file", r#"{"path":"missing.txt"}"#),
+        ("list_dir", r#"{"path":"."}"#),
+    ] {
+        // Each call compiles its tool into the cache; the read's answer does not matter.
+        runtime.block_on(toolbox.call(&root, &turngate::Policy::allow_all(), tool, input));
+    }
+    let (read_file, list_dir) = (
+        cache_entry(&toolbox, cache.path(), "read_file"),
+        cache_entry(&toolbox, cache.path(), "list_dir"),
+    );
+    let gate = tempfile::tempdir().unwrap();
+    let release = gate.path().join("release");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_of_a_cache_entry_replaced_after_its_check",
+            "--test-threads=1",
+        ])
+        .env("TURNGATE_TEST_CACHE_CHECKED", &release)
+        .env("TURNGATE_TEST_CHILD_CACHE", cache.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let reached = gate.path().join("release.reached");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !reached.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never loaded read_file"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let plant = cache.path().join("plant");
+    std::fs::copy(&list_dir, &plant).unwrap();
+    std::fs::set_permissions(&plant, std::fs::Permissions::from_mode(0o666)).unwrap();
+    std::fs::rename(&plant, &read_file).unwrap();
+    std::fs::write(&release, "").unwrap();
+    assert!(child.wait().unwrap().success(), "the planted code ran");
+}
+
+/// The call of [`a_cache_entry_replaced_after_its_check_is_not_loaded`]; does nothing unless run by it.
+#[test]
+fn child_of_a_cache_entry_replaced_after_its_check() {
+    let Some(cache) = std::env::var_os("TURNGATE_TEST_CHILD_CACHE") else {
+        return;
+    };
+    let runtime = runtime();
+    let toolbox = runtime
+        .block_on(
+            Toolbox::builder()
+                .cache(CacheSetting::Dir(cache.into()))
+                .build(),
+        )
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "a").unwrap();
+    let root = turngate::Root::open(work.path()).unwrap();
+    let outcome = runtime.block_on(toolbox.call(
+        &root,
+        &turngate::Policy::allow_all(),
+        "read_file",
+        r#"{"path":"a.txt"}"#,
+    ));
+    assert_eq!(outcome.result.unwrap(), "a", "read_file's own code ran");
 }
 
 /// Four first calls of `read_file` at once, on four runtime workers, compile it once. The record of

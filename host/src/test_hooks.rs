@@ -26,6 +26,9 @@
 //! * `TURNGATE_TEST_LOOPBACK_ONLY=1` refuses every connection to an address that is not loopback, in
 //!   the network transport (`network/transport.rs`), whatever the policy and the address checks
 //!   decided: the tests' machine may reach no other address, even when a check they exercise is broken.
+//! * `TURNGATE_TEST_CACHE_CHECKED=<path>` holds each load of a precompiled cache entry between its
+//!   check and its mapping (`sandbox/cache.rs`): it creates `<path>.reached`, then waits (a minute at
+//!   most) until `<path>` exists, so a test can replace the entry there.
 //! * `TURNGATE_TEST_BLOCK_OPEN=<location>` makes the view's open of that file block for a minute, as a
 //!   host call on a hung filesystem would (`lower.rs`).
 //! * `TURNGATE_TEST_WORKER_CRASH_AT=<point>[@<n>]` aborts a worker the n-th time (the first without
@@ -122,6 +125,18 @@ pub(crate) fn prepared(sha256: &str) {
     static AT: OnceLock<Option<String>> = OnceLock::new();
     if let Some(path) = setting(&AT, "TURNGATE_TEST_PREPARE_RECORD") {
         append(path, &format!("prepared {sha256}"));
+    }
+}
+
+/// Holds a cache entry's load between its check and its mapping, if the tests asked to act there.
+pub(crate) fn cache_entry_checked() {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    if let Some(release) = setting(&AT, "TURNGATE_TEST_CACHE_CHECKED") {
+        append(&format!("{release}.reached"), "reached");
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !std::path::Path::new(release).exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 }
 

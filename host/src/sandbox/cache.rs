@@ -10,12 +10,18 @@
 //!
 //! Precompiled code is native code: whoever can write an entry can run anything in every process that
 //! loads it, whatever the tool lock pins. So an entry is used only when it, and the directory it is
-//! in, belong to this user and nobody else may write them ([`trusted`]); anything else is ignored and
-//! compiled afresh.
+//! in, belong to this user and nobody else may write them; anything else is ignored and compiled
+//! afresh. The check is held to what is loaded: the directory and then the entry in it are opened, each
+//! checked by its descriptor's `fstat`, and the entry is read, or mapped, through that descriptor
+//! ([`open_trusted`]), so nothing put at the name after the check is loaded.
 
+use std::fs::File;
 use std::hash::{Hash, Hasher};
-use std::io::{self, Write as _};
+use std::io::{self, Read as _, Write as _};
+use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{FileType, Mode, OFlags};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -60,11 +66,11 @@ impl PrecompiledCache {
 
     /// What the component with this digest said about itself when it was last loaded, if cached.
     pub(crate) fn descriptor(&self, sha256: &str) -> Option<RawDescriptor> {
-        let entry = self.descriptor_entry(sha256);
-        if !trusted(&entry) {
+        let Found::Trusted(mut file) = open_trusted(&self.descriptor_entry(sha256)) else {
             return None;
-        }
-        let text = std::fs::read(entry).ok()?;
+        };
+        let mut text = Vec::new();
+        file.read_to_end(&mut text).ok()?;
         serde_json::from_slice(&text).ok()
     }
 
@@ -87,21 +93,28 @@ impl PrecompiledCache {
         bytes: &[u8],
     ) -> wasmtime::Result<Component> {
         let entry = self.entry(sha256);
-        if trusted(&entry) {
-            // SAFETY: the entry was written by `Component::serialize` of an engine with the same
-            // compatibility hash, into a directory only this user can write (`trusted`); wasmtime
-            // checks the header again.
-            match unsafe { Component::deserialize_file(engine, &entry) } {
-                Ok(component) => return Ok(component),
-                Err(e) => {
-                    tracing::warn!("ignoring unusable cache entry {}: {e}", entry.display())
+        match open_trusted(&entry) {
+            Found::Trusted(file) => {
+                crate::test_hooks::cache_entry_checked();
+                // The descriptor's own path: wasmtime maps the file it opens there, which is the one
+                // checked, whatever stands at the entry's name by now (without `/proc` the load fails
+                // and the component is compiled: slower, never unchecked).
+                let checked = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+                // SAFETY: the entry was written by `Component::serialize` of an engine with the same
+                // compatibility hash, into a directory only this user can write (checked through the
+                // descriptors); wasmtime checks the header again.
+                match unsafe { Component::deserialize_file(engine, &checked) } {
+                    Ok(component) => return Ok(component),
+                    Err(e) => {
+                        tracing::warn!("ignoring unusable cache entry {}: {e}", entry.display())
+                    }
                 }
             }
-        } else if entry.symlink_metadata().is_ok() {
-            tracing::warn!(
+            Found::Untrusted => tracing::warn!(
                 "ignoring cache entry {}: it, or its directory, is not this user's alone",
                 entry.display()
-            );
+            ),
+            Found::Absent => {}
         }
         let component = Component::new(engine, bytes)?;
         match component.serialize() {
@@ -125,18 +138,47 @@ fn store(entry: &Path, code: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether the entry at `path` may be trusted as the cache's own: a regular file (a link is not
-/// followed) owned by this user and writable by nobody else, in a directory of the same kind.
-fn trusted(path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
+/// A cache entry as [`open_trusted`] found it.
+enum Found {
+    /// Opened; it and its directory are this user's alone (checked through their descriptors).
+    Trusted(File),
+    /// Not there, or not readable.
+    Absent,
+    /// There, but it or its directory is not this user's alone, or it is not a regular file.
+    Untrusted,
+}
+
+/// Opens the entry at `path` if it may be trusted as the cache's own: a regular file (a link is not
+/// followed) owned by this user and writable by nobody else, in a directory of the same kind. The
+/// directory is opened and checked first, and the entry opened beneath that descriptor; each check is
+/// of the opened object's `fstat`.
+fn open_trusted(path: &Path) -> Found {
     let user = rustix::process::geteuid().as_raw();
-    let private = |m: &std::fs::Metadata| m.uid() == user && m.mode() & 0o022 == 0;
-    let Some(dir) = path.parent() else {
-        return false;
+    let private = |stat: &rustix::fs::Stat| stat.st_uid == user && stat.st_mode & 0o022 == 0;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Found::Absent;
     };
-    match (std::fs::metadata(dir), std::fs::symlink_metadata(path)) {
-        (Ok(dir), Ok(entry)) => dir.is_dir() && private(&dir) && entry.is_file() && private(&entry),
-        _ => false,
+    let directory = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let Ok(dir) = rustix::fs::open(dir, directory, Mode::empty()) else {
+        return Found::Absent;
+    };
+    // Non-blocking: a FIFO planted at the name must not hang the load.
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let entry = match rustix::fs::openat(&dir, name, flags, Mode::empty()) {
+        Ok(entry) => entry,
+        Err(rustix::io::Errno::NOENT) => return Found::Absent,
+        // A symbolic link (`ELOOP`), or an entry this user may not read.
+        Err(_) => return Found::Untrusted,
+    };
+    match (rustix::fs::fstat(&dir), rustix::fs::fstat(&entry)) {
+        (Ok(dir), Ok(entry_stat))
+            if private(&dir)
+                && private(&entry_stat)
+                && FileType::from_raw_mode(entry_stat.st_mode).is_file() =>
+        {
+            Found::Trusted(File::from(entry))
+        }
+        _ => Found::Untrusted,
     }
 }
 
