@@ -8,8 +8,11 @@
 //!   result and to its first `tools/call` result (the only tool compiled).
 //! * Warm `tools/call`: the same `read_file` over one server's stdio, one call at a time, against the
 //!   bare library call (`Toolbox::call`) in this process.
-//! * The cold CLI call: a `turngate call write_file` process (1 KiB), cache warm, against a `cp`
-//!   process writing the same bytes. Peak RSS of both.
+//! * The cold CLI call: a `turngate call write_file` process (1 KiB), cache warm, into a new root (its
+//!   first call makes and flushes the journal's directory) and into a root whose journal is there,
+//!   against a `cp` process writing the same bytes, and against a native process writing them
+//!   durably (this bench run again with `--durable-copy`: temporary file, write, `fdatasync`, rename,
+//!   the directory's `fsync`). Peak RSS of `turngate call` and `cp`.
 //!
 //! Medians and p90 over the samples; the ratio column is turngate / baseline at the median.
 
@@ -200,14 +203,25 @@ fn warm_rows(root_dir: &Path, cache: &Path) -> (Vec<Duration>, Vec<Duration>) {
     (over_mcp, bare)
 }
 
+/// The cold CLI call's samples: into new roots, into one root whose journal is there, and the
+/// baselines (`cp`, the native durable copy), interleaved.
+struct CliRows {
+    new_root: Vec<Duration>,
+    same_root: Vec<Duration>,
+    cp: Vec<Duration>,
+    durable: Vec<Duration>,
+    rss: u64,
+    cp_rss: u64,
+}
+
 #[allow(clippy::disallowed_methods)] // the baseline is plain processes on purpose
-fn cli_rows(cache: &Path) -> (Vec<Duration>, Vec<Duration>, u64, u64) {
+fn cli_rows(cache: &Path) -> CliRows {
     let source_dir = tempfile::tempdir().unwrap();
     let content = "x".repeat(1023) + "\n";
     let source = source_dir.path().join("source.txt");
     std::fs::write(&source, &content).unwrap();
-    let input = json!({"path": "notes.txt", "content": content}).to_string();
-    let call = |root: &Path| {
+    let call = |root: &Path, name: &str| {
+        let input = json!({"path": name, "content": content}).to_string();
         let mut command = Command::new(bin());
         command
             .args(["call", "--cache-dir"])
@@ -223,31 +237,77 @@ fn cli_rows(cache: &Path) -> (Vec<Duration>, Vec<Duration>, u64, u64) {
         command.arg(&source).arg(root.join("notes.txt"));
         command
     };
-    let mut ours = Vec::new();
-    let mut baseline = Vec::new();
+    let durable = |root: &Path| {
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command
+            .arg("--durable-copy")
+            .arg(&source)
+            .arg(root.join("notes.txt"));
+        command
+    };
+    let timed = |mut command: Command| {
+        let start = Instant::now();
+        assert!(command.status().unwrap().success());
+        start.elapsed()
+    };
+    let same_root = tempfile::tempdir().unwrap();
+    let mut rows = CliRows {
+        new_root: Vec::new(),
+        same_root: Vec::new(),
+        cp: Vec::new(),
+        durable: Vec::new(),
+        rss: 0,
+        cp_rss: 0,
+    };
     for i in 0..CLI_SAMPLES + 3 {
-        let root = tempfile::tempdir().unwrap();
-        let start = Instant::now();
-        assert!(call(root.path()).status().unwrap().success());
-        let ours_time = start.elapsed();
-        let other = tempfile::tempdir().unwrap();
-        let start = Instant::now();
-        assert!(cp(other.path()).status().unwrap().success());
-        let cp_time = start.elapsed();
+        let roots: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let samples = [
+            timed(call(roots[0].path(), "notes.txt")),
+            timed(call(same_root.path(), &format!("notes-{i}.txt"))),
+            timed(cp(roots[1].path())),
+            timed(durable(roots[2].path())),
+        ];
         if i >= 3 {
-            ours.push(ours_time);
-            baseline.push(cp_time);
+            rows.new_root.push(samples[0]);
+            rows.same_root.push(samples[1]);
+            rows.cp.push(samples[2]);
+            rows.durable.push(samples[3]);
         }
     }
     let root = tempfile::tempdir().unwrap();
-    let ours_rss = peak_rss_of(&mut call(root.path()));
+    rows.rss = peak_rss_of(&mut call(root.path(), "notes.txt"));
     let other = tempfile::tempdir().unwrap();
-    let cp_rss = peak_rss_of(&mut cp(other.path()));
-    (ours, baseline, ours_rss, cp_rss)
+    rows.cp_rss = peak_rss_of(&mut cp(other.path()));
+    rows
+}
+
+/// The native durable write a cold CLI call is also measured against: what an application that must
+/// not lose the file does (temporary file, write, `fdatasync`, rename, the directory's `fsync`).
+#[allow(clippy::disallowed_methods)] // the baseline is plain std::fs on purpose
+fn durable_copy(source: &Path, target: &Path) {
+    let bytes = std::fs::read(source).unwrap();
+    let dir = target.parent().unwrap();
+    let temp = dir.join(".notes.tmp");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+        .unwrap();
+    file.write_all(&bytes).unwrap();
+    file.sync_data().unwrap();
+    std::fs::rename(&temp, target).unwrap();
+    std::fs::File::open(dir).unwrap().sync_all().unwrap();
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, source, target] = args.as_slice()
+        && flag == "--durable-copy"
+    {
+        durable_copy(Path::new(source), Path::new(target));
+        return;
+    }
+    if args.iter().any(|a| a == "--list") {
         return;
     }
     let cache = tempfile::tempdir().unwrap();
@@ -265,7 +325,7 @@ fn main() {
     let (empty_initialize, empty_first_call) = empty_cache_rows(root.path());
     let (cold, cold_rss) = cold_rows(root.path(), cache.path());
     let (warm, bare) = warm_rows(root.path(), cache.path());
-    let (cli, cp, cli_rss, cp_rss) = cli_rows(cache.path());
+    let cli = cli_rows(cache.path());
 
     println!(
         "| case | turngate (median) | turngate (p90) | baseline | baseline (median) | baseline (p90) | ratio |"
@@ -296,10 +356,22 @@ fn main() {
         &bare,
     );
     row(
-        "`turngate call write_file` process (1 KiB), cache warm",
-        &cli,
+        "`turngate call write_file` process (1 KiB), cache warm, new root",
+        &cli.new_root,
         "`cp` process, same bytes",
-        &cp,
+        &cli.cp,
+    );
+    row(
+        "`turngate call write_file` process (1 KiB), cache warm, new root",
+        &cli.new_root,
+        "native process writing them durably",
+        &cli.durable,
+    );
+    row(
+        "`turngate call write_file` process (1 KiB), cache warm, root with a journal",
+        &cli.same_root,
+        "`cp` process, same bytes",
+        &cli.cp,
     );
     println!();
     println!("| process | peak RSS |");
@@ -310,7 +382,7 @@ fn main() {
     );
     println!(
         "| `turngate call write_file` | {:.1} MiB |",
-        cli_rss as f64 / 1024.0
+        cli.rss as f64 / 1024.0
     );
-    println!("| `cp` | {:.1} MiB |", cp_rss as f64 / 1024.0);
+    println!("| `cp` | {:.1} MiB |", cli.cp_rss as f64 / 1024.0);
 }
