@@ -290,16 +290,7 @@ fn a_warm_cache_describes_tools_without_their_code_and_prepares_only_what_is_cal
         "nothing was compiled"
     );
     // ...and a call prepares its own tool only.
-    let work = tempfile::tempdir().unwrap();
-    std::fs::write(work.path().join("a.txt"), "a").unwrap();
-    let root = turngate::Root::open(work.path()).unwrap();
-    let outcome = runtime.block_on(toolbox.call(
-        &root,
-        &turngate::Policy::allow_all(),
-        "read_file",
-        r#"{"path":"a.txt"}"#,
-    ));
-    assert_eq!(outcome.result.unwrap(), "a");
+    assert_eq!(read_a(&runtime, &toolbox).result.unwrap(), "a");
     assert_eq!(files_ending(cache.path(), ".cwasm"), 1);
 }
 
@@ -443,9 +434,6 @@ fn a_cache_entry_others_could_write_is_never_loaded() {
     let toolbox = runtime().block_on(builder().build()).unwrap();
     let entry_of = |tool: &str| cache_entry(&toolbox, cache.path(), tool);
     let (read_file, list_dir) = (entry_of("read_file"), entry_of("list_dir"));
-    let work = tempfile::tempdir().unwrap();
-    std::fs::write(work.path().join("a.txt"), "a").unwrap();
-    let root = turngate::Root::open(work.path()).unwrap();
     let plants: [(u32, u32); 2] = [(0o666, 0o700), (0o644, 0o777)];
     for (entry_mode, dir_mode) in plants {
         std::fs::copy(&list_dir, &read_file).unwrap();
@@ -453,19 +441,26 @@ fn a_cache_entry_others_could_write_is_never_loaded() {
         std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(dir_mode)).unwrap();
         let runtime = runtime();
         let toolbox = runtime.block_on(builder().build()).unwrap();
-        let outcome = runtime.block_on(toolbox.call(
-            &root,
-            &turngate::Policy::allow_all(),
-            "read_file",
-            r#"{"path":"a.txt"}"#,
-        ));
         assert_eq!(
-            outcome.result.unwrap(),
+            read_a(&runtime, &toolbox).result.unwrap(),
             "a",
             "read_file's own code ran (entry {entry_mode:o}, directory {dir_mode:o})"
         );
         std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     }
+}
+
+/// `read_file`'s outcome for `a.txt` (which holds `a`) in a new work directory.
+fn read_a(runtime: &tokio::runtime::Runtime, toolbox: &Toolbox) -> turngate::CallOutcome {
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "a").unwrap();
+    let root = turngate::Root::open(work.path()).unwrap();
+    runtime.block_on(toolbox.call(
+        &root,
+        &turngate::Policy::allow_all(),
+        "read_file",
+        r#"{"path":"a.txt"}"#,
+    ))
 }
 
 /// The precompiled entry of `tool` in `cache`.
@@ -559,16 +554,11 @@ fn child_of_a_cache_entry_replaced_after_its_check() {
                 .build(),
         )
         .unwrap();
-    let work = tempfile::tempdir().unwrap();
-    std::fs::write(work.path().join("a.txt"), "a").unwrap();
-    let root = turngate::Root::open(work.path()).unwrap();
-    let outcome = runtime.block_on(toolbox.call(
-        &root,
-        &turngate::Policy::allow_all(),
-        "read_file",
-        r#"{"path":"a.txt"}"#,
-    ));
-    assert_eq!(outcome.result.unwrap(), "a", "read_file's own code ran");
+    assert_eq!(
+        read_a(&runtime, &toolbox).result.unwrap(),
+        "a",
+        "read_file's own code ran"
+    );
 }
 
 /// Four first calls of `read_file` at once, on four runtime workers, compile it once. The record of
