@@ -22,7 +22,6 @@ use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{FileType, Mode, OFlags};
-
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;

@@ -1,10 +1,10 @@
 //! The log, `journal.jsonl`: events appended one per line, folded into the journal's calls, rewritten
 //! whole by pruning, and kept aside when damaged.
 //!
-//! The log keeps zeroed room after its last line (as much as it holds, within [`ROOM_BOUNDS`], written
-//! out when the log grows), and a line is written over that room: an append then changes neither the log's size nor its blocks, so
-//! flushing it writes the line's block and nothing of the filesystem's own records (one write, not a
-//! journal commit). Lines of NULs are room, not events.
+//! The log keeps zeroed room after its last line (as much as it holds, within [`ROOM_BOUNDS`],
+//! written out when the log grows), and a line is written over that room: an append then changes
+//! neither the log's size nor its blocks, so flushing it writes the line's block and nothing of the
+//! filesystem's own records (one write, not a journal commit). Lines of NULs are room, not events.
 //!
 //! A line is `{"seq", "event"}`, with the call for an intent (`"call": {...}`), `"ahead"` and after the
 //! JSON the content of an intent written ahead ([`encode`]), `"settled"` when such a call no longer
@@ -33,9 +33,9 @@ use crate::audit::now_ms;
 use crate::effects::EffectError;
 use crate::root::STATE_DIR;
 
-/// The zeroed room the log adds when it runs out: as much as it holds, within these bounds. A new log's
-/// first flush writes a block or two, not a quarter of a megabyte of zeros (0.3 ms of a first call
-/// into a new root, BENCHMARKS.md); a long log grows once per 256 KiB of lines.
+/// The zeroed room the log adds when it runs out: as much as it holds, within these bounds. A new
+/// log's first flush writes a block or two, not a quarter of a megabyte of zeros (0.16 to 0.24 ms of
+/// a first call into a new root, BENCHMARKS.md); a long log grows once per 256 KiB of lines.
 const ROOM_BOUNDS: (u64, u64) = (4 << 10, 256 << 10);
 /// How much of the log is read at a time when looking for what others appended.
 const READ_CHUNK: u64 = 16 << 10;
