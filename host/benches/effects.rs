@@ -16,13 +16,12 @@
 
 mod support;
 
-use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{row, write_turn};
+use support::{native_durable_write, row, write_turn};
 use turngate::providers::TurnDecoder;
 use turngate::{CacheSetting, Policy, Provider, Root, Toolbox, TurnOptions, process_turn};
 
@@ -45,20 +44,6 @@ fn samples(count: usize, mut f: impl FnMut()) -> Vec<Duration> {
             start.elapsed()
         })
         .collect()
-}
-
-/// Native: temporary file, write, fsync, rename, for every file.
-#[allow(clippy::disallowed_methods)] // the baseline is plain std::fs on purpose
-fn native_durable_write(dir: &Path, name: &str, bytes: &[u8]) {
-    let temp = dir.join(format!(".{name}.tmp"));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temp)
-        .unwrap();
-    file.write_all(bytes).unwrap();
-    file.sync_all().unwrap();
-    std::fs::rename(&temp, dir.join(name)).unwrap();
 }
 
 /// The native loop's time for one turn's files, in a new directory.

@@ -11,8 +11,8 @@
 //! * The cold CLI call: a `turngate call write_file` process (1 KiB), cache warm, into a new root (its
 //!   first call makes and flushes the journal's directory) and into a root whose journal is there,
 //!   against a `cp` process writing the same bytes, and against a native process writing them
-//!   durably (this bench run again with `--durable-copy`: temporary file, write, `fdatasync`, rename,
-//!   the directory's `fsync`). Peak RSS of `turngate call` and `cp`.
+//!   durably (this bench run again with `--durable-copy`: temporary file, write, fsync, rename, the
+//!   directory's fsync). Peak RSS of `turngate call` and `cp`.
 //!
 //! Medians and p90 over the samples; the ratio column is turngate / baseline at the median.
 
@@ -24,7 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{median, percentile, row};
+use support::{median, native_durable_write, percentile, row};
 use turngate::{CacheSetting, Policy, Root, Toolbox};
 
 const COLD_SAMPLES: usize = 40;
@@ -282,20 +282,12 @@ fn cli_rows(cache: &Path) -> CliRows {
 }
 
 /// The native durable write a cold CLI call is also measured against: what an application that must
-/// not lose the file does (temporary file, write, `fdatasync`, rename, the directory's `fsync`).
+/// not lose the file does (temporary file, write, fsync, rename, the directory's fsync).
 #[allow(clippy::disallowed_methods)] // the baseline is plain std::fs on purpose
 fn durable_copy(source: &Path, target: &Path) {
-    let bytes = std::fs::read(source).unwrap();
     let dir = target.parent().unwrap();
-    let temp = dir.join(".notes.tmp");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temp)
-        .unwrap();
-    file.write_all(&bytes).unwrap();
-    file.sync_data().unwrap();
-    std::fs::rename(&temp, target).unwrap();
+    let name = target.file_name().unwrap().to_str().unwrap();
+    native_durable_write(dir, name, &std::fs::read(source).unwrap());
     std::fs::File::open(dir).unwrap().sync_all().unwrap();
 }
 

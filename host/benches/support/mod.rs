@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each bench uses its own subset
 
+use std::io::Write as _;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -79,4 +81,19 @@ pub fn write_turn(calls: usize) -> String {
     );
     event("message_stop", json!({"type":"message_stop"}));
     s
+}
+
+/// The native baseline of a durable write: temporary file, write, fsync, rename (the directory is not
+/// flushed: a caller that needs the new name durable flushes it).
+#[allow(clippy::disallowed_methods)] // the baseline is plain std::fs on purpose
+pub fn native_durable_write(dir: &Path, name: &str, bytes: &[u8]) {
+    let temp = dir.join(format!(".{name}.tmp"));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+        .unwrap();
+    file.write_all(bytes).unwrap();
+    file.sync_all().unwrap();
+    std::fs::rename(&temp, dir.join(name)).unwrap();
 }
