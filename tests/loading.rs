@@ -171,6 +171,11 @@ fn third_party_tools() -> tempfile::TempDir {
     dir
 }
 
+/// The bundled tools, with their cache in `cache`.
+fn bundled_cached(cache: &Path) -> ToolboxBuilder {
+    Toolbox::builder().cache(CacheSetting::Dir(cache.to_path_buf()))
+}
+
 /// A toolbox of the components in `tools` alone, with its cache in `cache`.
 fn cached(tools: &Path, cache: &Path) -> ToolboxBuilder {
     Toolbox::builder()
@@ -491,11 +496,7 @@ fn a_cache_entry_replaced_after_its_check_is_not_loaded() {
     let cache = tempfile::tempdir().unwrap();
     let runtime = runtime();
     let toolbox = runtime
-        .block_on(
-            Toolbox::builder()
-                .cache(CacheSetting::Dir(cache.path().to_path_buf()))
-                .build(),
-        )
+        .block_on(bundled_cached(cache.path()).build())
         .unwrap();
     let work = tempfile::tempdir().unwrap();
     let root = turngate::Root::open(work.path()).unwrap();
@@ -548,11 +549,7 @@ fn child_of_a_cache_entry_replaced_after_its_check() {
     };
     let runtime = runtime();
     let toolbox = runtime
-        .block_on(
-            Toolbox::builder()
-                .cache(CacheSetting::Dir(cache.into()))
-                .build(),
-        )
+        .block_on(bundled_cached(Path::new(&cache)).build())
         .unwrap();
     assert_eq!(
         read_a(&runtime, &toolbox).result.unwrap(),
@@ -596,11 +593,7 @@ fn child_of_concurrent_first_calls() {
         .unwrap();
     let toolbox = std::sync::Arc::new(
         runtime
-            .block_on(
-                Toolbox::builder()
-                    .cache(CacheSetting::Dir(cache.path().to_path_buf()))
-                    .build(),
-            )
+            .block_on(bundled_cached(cache.path()).build())
             .unwrap(),
     );
     let work = tempfile::tempdir().unwrap();
