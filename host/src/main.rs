@@ -47,7 +47,8 @@ struct Cli {
 }
 
 // Each subcommand's arguments are built only when it is the one given: building all ten cost a
-// one-shot `turngate call` 0.13 to 0.18 ms of its parse (BENCHMARKS.md). `clap_definition_is_valid` builds them all.
+// one-shot `turngate call` 0.13 to 0.18 ms of its parse (BENCHMARKS.md). `clap_definition_is_valid`
+// builds them all.
 // The argument structs have plain comments, not doc comments: built late, a flattened struct's doc
 // comment would replace its subcommand's description (`subcommands_keep_their_own_description`).
 #[derive(Subcommand)]

@@ -11,9 +11,9 @@
 //! every way a call can end to its own [`RunError`]. The caller waits for the wall-time limit at most
 //! (not counting the time a network request waited for the approver), whatever the guest or a host
 //! call is doing, and gets the view back (with what the call staged) only when the call returned. A
-//! component that imports `wasi:http` is prepared with a second linker that adds it (made when the first
-//! such component is prepared); every request goes to the call's network hooks (`crate::network`),
-//! which deny everything the policy does not grant.
+//! component that imports `wasi:http` is prepared with a second linker that adds it (made when the
+//! first such component is prepared); every request goes to the call's network hooks
+//! (`crate::network`), which deny everything the policy does not grant.
 
 pub(crate) mod bindings;
 mod cache;
