@@ -19,7 +19,7 @@ use crate::bundled::BUNDLED_COMPONENTS;
 use crate::cancel::Cancel;
 use crate::descriptor::{Access, DescriptorError, ToolContract, ToolDescriptor};
 use crate::effects::journal::CallMeta;
-use crate::effects::{ChangeSet, Effects};
+use crate::effects::{ChangeSet, Effects, order};
 use crate::gate::{ApprovedCall, ToolCatalog, check_call};
 use crate::lockfile::{LOCK_FILE, LockError, ToolLock};
 use crate::network::{self, Asks, NetworkSetup, Resolver, SystemResolver};
@@ -650,7 +650,8 @@ impl Toolbox {
         }
         // From before the view is taken until the changes are applied, calls touching the same paths
         // wait for each other, in the order they came.
-        let _ticket = context.effects.order.enter(paths.clone()).await;
+        let held = order::held_paths(context.root, &paths);
+        let _ticket = context.effects.order.enter(held).await;
         let view = match self.view(context, approved, access) {
             Ok(view) => view,
             Err(e) => {

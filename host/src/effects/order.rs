@@ -5,12 +5,19 @@
 //! locations its approval grants and waits until no earlier ticket still in play overlaps it; it holds
 //! the ticket from before its view is taken until its changes are applied. So two concurrent edits of
 //! one file never both read the old content: the second sees the first's result.
+//!
+//! A call that writes beneath a directory that is not there yet holds that directory too
+//! ([`held_paths`]): it would make it, and so would a call writing beside it, and the second to apply
+//! would find the directory its view did not have. Held, the second waits and its view sees the first's
+//! directory.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use crate::descriptor::Access;
-use crate::resolve::RelPath;
+use crate::lower::Lower;
+use crate::resolve::{EntryKind, RelPath};
+use crate::root::Root;
 
 /// The tickets of one root.
 #[derive(Debug, Default)]
@@ -79,6 +86,32 @@ impl Drop for Ticket<'_> {
     }
 }
 
+/// What a call granted `granted` holds in the order: the granted paths and, for each path it may
+/// write, the outermost of its parents that is not a directory in `root` now (the call may make it).
+pub(crate) fn held_paths(root: &Root, granted: &[(RelPath, Access)]) -> Vec<(RelPath, Access)> {
+    let mut held = granted.to_vec();
+    let mut lower = None;
+    for (path, access) in granted {
+        if *access != Access::Write {
+            continue;
+        }
+        let mut parent = RelPath::root();
+        let mut components = path.components().peekable();
+        while let Some(name) = components.next() {
+            if components.peek().is_none() {
+                break;
+            }
+            parent = parent.join(name);
+            let lower = lower.get_or_insert_with(|| Lower::of(root));
+            if !matches!(lower.entry(&parent), Ok(Some(entry)) if entry.kind == EntryKind::Dir) {
+                held.push((parent, Access::Write));
+                break;
+            }
+        }
+    }
+    held
+}
+
 fn overlaps(a: &[(RelPath, Access)], b: &[(RelPath, Access)]) -> bool {
     a.iter().any(|(pa, aa)| {
         b.iter().any(|(pb, ab)| {
@@ -98,6 +131,40 @@ mod tests {
         list.iter()
             .map(|(p, a)| (RelPath::parse(p).unwrap(), *a))
             .collect()
+    }
+
+    #[test]
+    fn a_write_beneath_a_missing_directory_holds_the_outermost_missing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("have")).unwrap();
+        std::fs::write(dir.path().join("file"), "").unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let held = |list: &[(&str, Access)]| held_paths(&root, &paths(list));
+        // Parents that are there, and reads, hold nothing more.
+        for list in [
+            &[("top.txt", Access::Write)][..],
+            &[("have/a.txt", Access::Write)],
+            &[("gone/a.txt", Access::Read)],
+        ] {
+            assert_eq!(held(list), paths(list));
+        }
+        assert_eq!(
+            held(&[("have/new/deeper/a.txt", Access::Write)]),
+            paths(&[
+                ("have/new/deeper/a.txt", Access::Write),
+                ("have/new", Access::Write)
+            ])
+        );
+        // A file where a directory would be: the call may not make it, but holds it all the same.
+        assert_eq!(
+            held(&[("file/a.txt", Access::Write)]),
+            paths(&[("file/a.txt", Access::Write), ("file", Access::Write)])
+        );
+        // Two writes beside each other in a directory neither has overlap.
+        assert!(overlaps(
+            &held(&[("new/x/a.txt", Access::Write)]),
+            &held(&[("new/y/b.txt", Access::Write)])
+        ));
     }
 
     #[tokio::test]
