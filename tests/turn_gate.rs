@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::streams::{all_fixtures, read_fixture};
@@ -16,7 +17,10 @@ use serde_json::{Value, json};
 use turngate::gate::check_call;
 use turngate::providers::{DecoderOptions, TurnDecoder};
 use turngate::scope::check_path;
-use turngate::{CallError, CallStatus, Policy, Provider, RunError, TurnOptions, process_turn};
+use turngate::{
+    ApprovalFuture, ApprovalRequest, Approver, CallError, CallStatus, Policy, Provider, RunError,
+    TurnHooks, TurnOptions, process_turn, process_turn_with,
+};
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
@@ -341,6 +345,131 @@ fn the_audit_log_records_each_applied_change_with_its_hashes() {
         records[1]["input_sha256"],
         sha(&report.turn.calls[0].raw_input)
     );
+}
+
+/// Each call of a turn sees what the calls before it applied, though the next call is gated and run
+/// while the one before it applies: two directories made beneath one that neither call's view had
+/// (both make it), files written into them, an edit of the file a call before wrote, a read and a
+/// listing after.
+#[test]
+fn each_call_of_a_turn_sees_what_the_calls_before_it_applied() {
+    let calls = [
+        ("make_dir", json!({"path": "new/x"})),
+        ("make_dir", json!({"path": "new/y"})),
+        (
+            "write_file",
+            json!({"path": "new/x/a.txt", "content": "one\n"}),
+        ),
+        (
+            "write_file",
+            json!({"path": "new/y/b.txt", "content": "two\n"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "new/x/a.txt", "old_string": "one", "new_string": "uno"}),
+        ),
+        ("read_file", json!({"path": "new/x/a.txt"})),
+        ("list_dir", json!({"path": "new"})),
+    ];
+    let ws = Workspace::new();
+    let report = block_on(process_turn(
+        bundled(),
+        &ws.root,
+        &Policy::allow_all(),
+        tool_use_turn(&calls),
+        TurnOptions::default(),
+    ));
+    for call in &report.calls {
+        assert_eq!(
+            call.status,
+            CallStatus::Ok,
+            "{}: {:?}",
+            call.name,
+            call.reason
+        );
+    }
+    assert_eq!(ws.read("new/x/a.txt"), "uno\n");
+    assert_eq!(ws.read("new/y/b.txt"), "two\n");
+    assert!(report.calls[5].output.as_deref().unwrap().contains("uno"));
+    let listing = report.calls[6].output.as_deref().unwrap();
+    assert!(listing.contains('x') && listing.contains('y'), "{listing}");
+}
+
+/// An Anthropic message ending in `tool_use` whose content is `calls`, with IDs `u0`, `u1`, ...
+fn tool_use_turn(calls: &[(&str, Value)]) -> turngate::Turn {
+    let content: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, input))| {
+            json!({"type": "tool_use", "id": format!("u{i}"), "name": name, "input": input})
+        })
+        .collect();
+    let body = json!({
+        "id": "m", "type": "message", "role": "assistant", "model": "x", "content": content,
+        "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1},
+    });
+    let mut decoder = TurnDecoder::new(Provider::Anthropic);
+    decoder.feed(body.to_string().as_bytes());
+    decoder.finish()
+}
+
+/// Approves every request after a pause, noting the order and how many were asked at once.
+#[derive(Default)]
+struct SlowApprover {
+    asked: std::sync::Mutex<Vec<String>>,
+    waiting: AtomicUsize,
+    most_at_once: AtomicUsize,
+}
+
+impl Approver for SlowApprover {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        Box::pin(async move {
+            let now = self.waiting.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_at_once.fetch_max(now, Ordering::SeqCst);
+            self.asked
+                .lock()
+                .unwrap()
+                .push(request.id.unwrap_or_default().to_owned());
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            true
+        })
+    }
+}
+
+/// A turn whose calls may wait for the approver runs them one after another: the user is asked about
+/// one call at a time, in the turn's order.
+#[test]
+fn the_calls_of_a_turn_that_asks_are_asked_about_one_at_a_time_in_order() {
+    let policy = Policy::from_toml(
+        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+    )
+    .unwrap();
+    let calls: Vec<(&str, Value)> = (0..4)
+        .map(|i| {
+            (
+                "write_file",
+                json!({"path": format!("f{i}.txt"), "content": "x"}),
+            )
+        })
+        .collect();
+    let ws = Workspace::new();
+    let approver = SlowApprover::default();
+    let hooks = TurnHooks {
+        approver: Some(&approver),
+        cancel: None,
+    };
+    let report = block_on(process_turn_with(
+        bundled(),
+        &ws.root,
+        &policy,
+        tool_use_turn(&calls),
+        TurnOptions::default(),
+        hooks,
+    ));
+    assert!(report.all_ok(), "{:?}", report.calls);
+    assert_eq!(*approver.asked.lock().unwrap(), ["u0", "u1", "u2", "u3"]);
+    assert_eq!(approver.most_at_once.load(Ordering::SeqCst), 1);
 }
 
 /// Decodes a fixture and runs it through the turn gate on a fresh root holding `notes.txt`.

@@ -8,8 +8,11 @@
 //! error result saying so (step `kind`), answered in its own protocol shape.
 //!
 //! Calls run in order, each in a view of exactly what the gate approved for it; a call's changes are
-//! checked, reviewed when asked for and applied (journaled, undoable) before the next call's view is
-//! taken, so each call sees the effects of the calls before it.
+//! checked, reviewed when asked for and applied (journaled, undoable) before any later call that touches
+//! the same paths takes its view (`effects/order.rs`), so each call sees the effects of the calls
+//! before it. The next call is gated and run while the one before it applies, unless a call of the turn
+//! may wait for the approver (or the turn is reviewed, or recorded): then one after another, so the
+//! user is asked about one call at a time, in the turn's order.
 //!
 //! [`process_turn_with`] adds [`TurnHooks`]: an [`Approver`] consulted for calls of a tool the policy
 //! marks `approval = "ask"` (no approver: denied), and a [`Cancel`] signal (the calls after it get a
@@ -19,8 +22,11 @@
 //! worker's redelivered job): a call an earlier attempt applied is answered from its journal entry and
 //! not run again.
 
+use std::future::Future;
 use std::time::Duration;
 
+use futures_util::future::{self, Either};
+use futures_util::stream::{FuturesOrdered, StreamExt};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -276,50 +282,43 @@ async fn gate_turn<E>(
         }
     } else {
         let effects = Effects::default();
-        for (position, call) in turn.calls.iter().enumerate() {
-            let (report, duration, paths) = if hooks.cancel.is_some_and(Cancel::is_cancelled) {
-                let report = CallReport {
-                    kind: call.kind,
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    status: CallStatus::Error,
-                    reason: Some("cancelled by the user before this call: not run".into()),
-                    step: Some("cancelled"),
-                    output: None,
-                    changes: Vec::new(),
-                    requests: Vec::new(),
+        let run = TurnRun {
+            toolbox,
+            root,
+            policy,
+            effects: &effects,
+            hooks,
+            review: options.review,
+            turn_id: &turn_id,
+            provider: turn.provider,
+        };
+        // With nobody to wait for, the next call is gated and run while this one applies (its flush is
+        // the longest step of a small write); calls on overlapping paths still go one after the other.
+        let ahead = if recorded.is_none()
+            && !options.review
+            && turn.calls.iter().all(|call| !policy.may_ask(&call.name))
+        {
+            2
+        } else {
+            1
+        };
+        let mut waiting = turn.calls.iter().enumerate();
+        let mut running = FuturesOrdered::new();
+        loop {
+            while running.len() < ahead {
+                let Some((position, call)) = waiting.next() else {
+                    break;
                 };
-                (report, None, Vec::new())
-            } else if call.kind != CallKind::Function {
-                (not_run_here(call), None, Vec::new())
-            } else {
-                let key = recorded
-                    .is_some()
-                    .then(|| call_key(call.id.as_deref(), position));
-                let prior = match (recorded.as_mut(), &key) {
-                    (Some(recorded), Some(key)) => recorded(key)?,
-                    _ => None,
-                };
-                match prior {
-                    Some(entry) => (replayed(call, entry), None, Vec::new()),
-                    None => {
-                        let mut context = CallContext {
-                            root,
-                            policy,
-                            effects: &effects,
-                            approver: hooks.approver,
-                            review: options.review,
-                            cancel: hooks.cancel,
-                            call_id: key.or_else(|| call.id.clone()),
-                            turn: Some(turn_id.clone()),
-                        };
-                        run_call(toolbox, &mut context, turn.provider, call).await
-                    }
-                }
+                running.push_back(run.start(position, call, recorded.as_mut()));
+            }
+            let Some(next) = running.next().await else {
+                break;
             };
+            let (report, duration, paths) = next?;
+            let position = calls.len();
             results.push(report.result_for(position));
             if options.audit {
-                call_records.push(call_record(call, &report, duration, paths));
+                call_records.push(call_record(&turn.calls[position], &report, duration, paths));
             }
             calls.push(report);
         }
@@ -350,6 +349,78 @@ async fn gate_turn<E>(
         history,
         audit,
     })
+}
+
+/// A call's report, how long it ran (`None` when it did not) and the paths it was approved for.
+type Ran = (CallReport, Option<Duration>, Vec<PathRecord>);
+
+/// What every call of one completed turn runs with.
+struct TurnRun<'a> {
+    toolbox: &'a Toolbox,
+    root: &'a Root,
+    policy: &'a Policy,
+    effects: &'a Effects,
+    hooks: TurnHooks<'a>,
+    review: bool,
+    turn_id: &'a str,
+    provider: Provider,
+}
+
+impl<'a> TurnRun<'a> {
+    /// Starts the call at `position`: its report at once when it is not run (cancelled, not a
+    /// function call, or applied by an earlier attempt, which `recorded` tells), else its run. An error
+    /// from `recorded` is the call's.
+    fn start<E>(
+        &'a self,
+        position: usize,
+        call: &'a RawCall,
+        recorded: Option<&mut Recorded<'_, E>>,
+    ) -> Either<future::Ready<Result<Ran, E>>, impl Future<Output = Result<Ran, E>> + use<'a, E>>
+    {
+        let done = |report| Either::Left(future::ready(Ok((report, None, Vec::new()))));
+        if self.hooks.cancel.is_some_and(Cancel::is_cancelled) {
+            return done(CallReport {
+                kind: call.kind,
+                id: call.id.clone(),
+                name: call.name.clone(),
+                status: CallStatus::Error,
+                reason: Some("cancelled by the user before this call: not run".into()),
+                step: Some("cancelled"),
+                output: None,
+                changes: Vec::new(),
+                requests: Vec::new(),
+            });
+        }
+        if call.kind != CallKind::Function {
+            return done(not_run_here(call));
+        }
+        let key = recorded
+            .is_some()
+            .then(|| call_key(call.id.as_deref(), position));
+        let prior = match (recorded, &key) {
+            (Some(recorded), Some(key)) => recorded(key),
+            _ => Ok(None),
+        };
+        match prior {
+            Err(error) => Either::Left(future::ready(Err(error))),
+            Ok(Some(entry)) => done(replayed(call, entry)),
+            Ok(None) => {
+                let mut context = CallContext {
+                    root: self.root,
+                    policy: self.policy,
+                    effects: self.effects,
+                    approver: self.hooks.approver,
+                    review: self.review,
+                    cancel: self.hooks.cancel,
+                    call_id: key.or_else(|| call.id.clone()),
+                    turn: Some(self.turn_id.to_owned()),
+                };
+                Either::Right(async move {
+                    Ok(run_call(self.toolbox, &mut context, self.provider, call).await)
+                })
+            }
+        }
+    }
 }
 
 /// The verdict on a call an earlier attempt applied: its recorded output and changes.

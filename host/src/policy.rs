@@ -244,6 +244,12 @@ impl Policy {
             .is_some_and(|t| t.approval == Approval::Ask)
     }
 
+    /// Whether a call of `tool` may wait for the approver: the tool is marked `approval = "ask"`, or
+    /// its network grant holds write requests for approval.
+    pub fn may_ask(&self, tool: &str) -> bool {
+        self.needs_approval(tool) || self.network(tool).may_ask()
+    }
+
     /// What `tool` may request over the network (nothing without a policy file, or without a network
     /// table for it or a top-level one).
     pub fn network(&self, tool: &str) -> NetworkGrant {
