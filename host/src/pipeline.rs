@@ -292,13 +292,11 @@ async fn gate_turn<E>(
             turn_id: &turn_id,
             provider: turn.provider,
         };
-        // With nobody to wait for, the next call is gated and run while this one applies (its flush is
-        // the longest step of a small write); calls on overlapping paths still go one after the other.
         let ahead = if recorded.is_none()
             && !options.review
             && turn.calls.iter().all(|call| !policy.may_ask(&call.name))
         {
-            2
+            CALLS_AHEAD
         } else {
             1
         };
@@ -350,6 +348,11 @@ async fn gate_turn<E>(
         audit,
     })
 }
+
+/// How many calls of a turn nobody is asked about are under way at once: the next one is gated and runs
+/// while the one before it applies (its flush is the longest step of a small write); calls on
+/// overlapping paths still go one after the other.
+const CALLS_AHEAD: usize = 2;
 
 /// A call's report, how long it ran (`None` when it did not) and the paths it was approved for.
 type Ran = (CallReport, Option<Duration>, Vec<PathRecord>);

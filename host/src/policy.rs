@@ -247,20 +247,19 @@ impl Policy {
     /// Whether a call of `tool` may wait for the approver: the tool is marked `approval = "ask"`, or
     /// its network grant holds write requests for approval.
     pub fn may_ask(&self, tool: &str) -> bool {
-        self.needs_approval(tool) || self.network(tool).may_ask()
+        self.needs_approval(tool) || self.grant(tool).is_some_and(NetworkGrant::may_ask)
     }
 
     /// What `tool` may request over the network (nothing without a policy file, or without a network
     /// table for it or a top-level one).
     pub fn network(&self, tool: &str) -> NetworkGrant {
-        match &self.rules {
-            None => NetworkGrant::default(),
-            Some(rules) => rules
-                .tools
-                .get(tool)
-                .map_or(&rules.network, |t| &t.network)
-                .clone(),
-        }
+        self.grant(tool).cloned().unwrap_or_default()
+    }
+
+    /// The network grant `tool` has under the policy file (`None` without one).
+    fn grant(&self, tool: &str) -> Option<&NetworkGrant> {
+        let rules = self.rules.as_ref()?;
+        Some(rules.tools.get(tool).map_or(&rules.network, |t| &t.network))
     }
 
     /// The secrets the host adds to requests for their origins (none without a policy file).
@@ -510,6 +509,32 @@ mod tests {
         assert!(!policy.needs_approval("list_dir"));
         assert!(!Policy::allow_all().needs_approval("write_file"));
         assert!(Policy::from_toml("[tools.write_file]\napproval = \"maybe\"").is_err());
+    }
+
+    #[test]
+    fn a_call_may_ask_when_its_tool_or_its_network_writes_wait_for_approval() {
+        let policy = Policy::from_toml(
+            r#"
+            [tools.write_file]
+            paths = ["**"]
+            approval = "ask"
+            [tools.post.network]
+            write = ["POST https://api.test/issues"]
+            approval = "ask"
+            [tools.get.network]
+            get = ["https://api.test/**"]
+            approval = "ask"
+            [tools.post_auto.network]
+            write = ["POST https://api.test/issues"]
+            "#,
+        )
+        .unwrap();
+        assert!(policy.may_ask("write_file"));
+        assert!(policy.may_ask("post"));
+        // Reads never wait, nor writes the policy allows outright.
+        assert!(!policy.may_ask("get"));
+        assert!(!policy.may_ask("post_auto"));
+        assert!(!Policy::allow_all().may_ask("post"));
     }
 
     #[test]
