@@ -13,13 +13,15 @@
 //!   against a `cp` process writing the same bytes, and against a native process writing them
 //!   durably (this bench run again with `--durable-copy`: temporary file, write, fsync, rename, the
 //!   directory's fsync). Peak RSS of `turngate call` and `cp`.
+//! * The floor of that call: a process that only runs the same precompiled `write_file` in wasmtime and
+//!   flushes what it wrote (`host/benches/floor`, built here), against `cp` and against the call.
 //!
 //! Medians and p90 over the samples; the ratio column is turngate / baseline at the median.
 
 mod support;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -210,6 +212,7 @@ struct CliRows {
     same_root: Vec<Duration>,
     cp: Vec<Duration>,
     durable: Vec<Duration>,
+    floor: Vec<Duration>,
     rss: u64,
     cp_rss: u64,
 }
@@ -220,8 +223,20 @@ fn cli_rows(cache: &Path) -> CliRows {
     let content = "x".repeat(1023) + "\n";
     let source = source_dir.path().join("source.txt");
     std::fs::write(&source, &content).unwrap();
+    let input = |name: &str| json!({"path": name, "content": content}).to_string();
+    let (floor_bin, floor_entry) = (floor_binary(), write_file_entry());
+    let floor = |root: &Path| {
+        let mut command = Command::new(&floor_bin);
+        command
+            .arg(&floor_entry)
+            .arg(root)
+            .arg("notes.txt")
+            .arg(input("notes.txt"))
+            .stdout(Stdio::null());
+        command
+    };
     let call = |root: &Path, name: &str| {
-        let input = json!({"path": name, "content": content}).to_string();
+        let input = input(name);
         let mut command = Command::new(bin());
         command
             .args(["call", "--cache-dir"])
@@ -256,22 +271,25 @@ fn cli_rows(cache: &Path) -> CliRows {
         same_root: Vec::new(),
         cp: Vec::new(),
         durable: Vec::new(),
+        floor: Vec::new(),
         rss: 0,
         cp_rss: 0,
     };
     for i in 0..CLI_SAMPLES + 3 {
-        let roots: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let roots: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
         let samples = [
             timed(call(roots[0].path(), "notes.txt")),
             timed(call(same_root.path(), &format!("notes-{i}.txt"))),
             timed(cp(roots[1].path())),
             timed(durable(roots[2].path())),
+            timed(floor(roots[3].path())),
         ];
         if i >= 3 {
             rows.new_root.push(samples[0]);
             rows.same_root.push(samples[1]);
             rows.cp.push(samples[2]);
             rows.durable.push(samples[3]);
+            rows.floor.push(samples[4]);
         }
     }
     let root = tempfile::tempdir().unwrap();
@@ -279,6 +297,55 @@ fn cli_rows(cache: &Path) -> CliRows {
     let other = tempfile::tempdir().unwrap();
     rows.cp_rss = peak_rss_of(&mut cp(other.path()));
     rows
+}
+
+/// Builds the floor (`host/benches/floor`, a workspace of its own) into this build's scratch directory
+/// and returns its binary.
+fn floor_binary() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/floor/Cargo.toml");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-floor");
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--quiet",
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .unwrap();
+    assert!(status.success(), "building {}", manifest.display());
+    target.join("release/turngate-bench-floor")
+}
+
+/// The precompiled `write_file`, as a `turngate call` leaves it in an empty cache (only the called
+/// tool is compiled): the entry the floor loads.
+fn write_file_entry() -> PathBuf {
+    let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-floor-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let root = tempfile::tempdir().unwrap();
+    let status = Command::new(bin())
+        .args(["call", "--cache-dir"])
+        .arg(&cache)
+        .arg("--root")
+        .arg(root.path())
+        .args(["write_file", r#"{"path":"notes.txt","content":"x"}"#])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let entries: Vec<PathBuf> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .collect();
+    let [entry] = entries.as_slice() else {
+        panic!("expected one compiled tool in {}", cache.display());
+    };
+    entry.clone()
 }
 
 /// The native durable write a cold CLI call is also measured against: what an application that must
@@ -362,6 +429,18 @@ fn main() {
     row(
         "`turngate call write_file` process (1 KiB), cache warm, root with a journal",
         &cli.same_root,
+        "`cp` process, same bytes",
+        &cli.cp,
+    );
+    row(
+        "`turngate call write_file` process (1 KiB), cache warm, new root",
+        &cli.new_root,
+        "the floor: only the tool run in wasmtime, its file flushed",
+        &cli.floor,
+    );
+    row(
+        "the floor: only the tool run in wasmtime, its file flushed",
+        &cli.floor,
         "`cp` process, same bytes",
         &cli.cp,
     );
