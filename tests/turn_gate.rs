@@ -471,6 +471,57 @@ fn the_calls_of_a_turn_that_asks_are_asked_about_one_at_a_time_in_order() {
     assert_eq!(approver.most_at_once.load(Ordering::SeqCst), 1);
 }
 
+/// A turn that can be cancelled runs its calls one after another: a call after the one a cancel stopped
+/// is answered `cancelled` and writes nothing, even when it would have finished first.
+#[test]
+fn no_call_after_the_one_a_cancel_stops_applies() {
+    let toolbox = common::build(
+        turngate::Toolbox::builder()
+            .cache(common::test_cache())
+            .component_file(env!("TURNGATE_TEST_GUEST_BUSY"))
+            .unwrap(),
+    );
+    let calls = [
+        ("busy", json!({"mode": "sleep"})),
+        ("write_file", json!({"path": "after.txt", "content": "x"})),
+    ];
+    let ws = Workspace::new();
+    let cancel = turngate::Cancel::new();
+    // Cancels once the second call's file is there (only if it ran while the first still slept), or
+    // after a while.
+    let trigger = cancel.clone();
+    let written = ws.root_path().join("after.txt");
+    std::thread::spawn(move || {
+        for _ in 0..60 {
+            if written.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        trigger.cancel();
+    });
+    let hooks = TurnHooks {
+        approver: None,
+        cancel: Some(&cancel),
+    };
+    let report = block_on(process_turn_with(
+        &toolbox,
+        &ws.root,
+        &Policy::allow_all(),
+        tool_use_turn(&calls),
+        TurnOptions::default(),
+        hooks,
+    ));
+    assert_eq!(report.calls[0].status, CallStatus::Error);
+    assert_eq!(
+        report.calls[1].step,
+        Some("cancelled"),
+        "{:?}",
+        report.calls[1]
+    );
+    assert!(!ws.exists("after.txt"));
+}
+
 /// Decodes a fixture and runs it through the turn gate on a fresh root holding `notes.txt`.
 fn gate_fixture(file: &str, provider: Provider) -> (turngate::TurnReport, Workspace) {
     let mut decoder = TurnDecoder::new(provider);
