@@ -65,7 +65,8 @@ fn text(status: u16, body: &str) -> Reply {
 }
 
 /// The routes: `/hello`, `/redirect?to=URL`, `/big` (64 KiB), `/stall` (one piece, then nothing),
-/// `/silent` (no response head at all), `/echo` (the request's headers and body); anything else `ok`.
+/// `/silent` (no response head at all), `/echo` (the request's headers and body), `/slow` (answers
+/// after 300 ms, noting `/slow answered` among the requests seen); anything else `ok`.
 async fn serve(
     request: Request<Incoming>,
     seen: Arc<Mutex<Vec<Seen>>>,
@@ -101,6 +102,16 @@ async fn serve(
         "/silent" => {
             tokio::time::sleep(Duration::from_secs(30)).await;
             text(200, "too late")
+        }
+        "/slow" => {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            seen.lock().unwrap().push(Seen {
+                method: String::new(),
+                path: "/slow answered".into(),
+                headers: Vec::new(),
+                body: String::new(),
+            });
+            text(200, "slow")
         }
         "/echo" => {
             let lines: Vec<String> = headers.iter().map(|(n, v)| format!("{n}: {v}")).collect();
@@ -586,6 +597,41 @@ fn one_call_turn(tool: &str, input: &Value) -> turngate::Turn {
         Default::default(),
         body.as_bytes(),
     )
+}
+
+/// The calls of a turn that may reach the network run one after another: the host cannot tell which
+/// remote state a request touches, so a call's requests go only after the calls before it are done.
+#[test]
+fn the_network_calls_of_a_turn_go_in_the_turn_s_order() {
+    let server = TestServer::start();
+    let request = |path: &str| json!({"requests": [{"url": format!("{}{path}", server.origin("allowed.test"))}]});
+    let body = json!({
+        "id": "m", "type": "message", "role": "assistant", "model": "x",
+        "content": [
+            {"type": "tool_use", "id": "u0", "name": "net_probe", "input": request("/slow")},
+            {"type": "tool_use", "id": "u1", "name": "net_probe", "input": request("/hello")},
+        ],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1},
+    });
+    let turn = common::streams::decode_whole(
+        turngate::Provider::Anthropic,
+        Default::default(),
+        body.to_string().as_bytes(),
+    );
+    let ws = Workspace::new();
+    let report = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(turngate::process_turn(
+            toolbox(),
+            &ws.root,
+            &fetch_policy(&server),
+            turn,
+            Default::default(),
+        ));
+    assert!(report.all_ok(), "{:?}", report.calls);
+    assert_eq!(server.paths(), ["/slow", "/slow answered", "/hello"]);
 }
 
 #[test]

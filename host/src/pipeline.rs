@@ -11,9 +11,10 @@
 //! checked, reviewed when asked for and applied (journaled, undoable) before any later call that touches
 //! the same paths takes its view (`effects/order.rs`), so each call sees the effects of the calls
 //! before it. The next call is gated and run while the one before it applies, unless a call of the turn
-//! may wait for the approver, or the turn can be cancelled (or is reviewed, or recorded): then one after
-//! another, so the user is asked about one call at a time, in the turn's order, and no call after the
-//! one a cancel stopped runs.
+//! may wait for the approver or reach the network ([`Policy::runs_alone`]), or the turn can be
+//! cancelled (or is reviewed, or recorded): then one after another, so the user is asked about one call
+//! at a time, in the turn's order, requests go out in the turn's order, and no call after the one a
+//! cancel stopped runs.
 //!
 //! [`process_turn_with`] adds [`TurnHooks`]: an [`Approver`] consulted for calls of a tool the policy
 //! marks `approval = "ask"` (no approver: denied), and a [`Cancel`] signal (the calls after it get a
@@ -296,7 +297,7 @@ async fn gate_turn<E>(
         let ahead = if recorded.is_none()
             && !options.review
             && hooks.cancel.is_none()
-            && turn.calls.iter().all(|call| !policy.may_ask(&call.name))
+            && turn.calls.iter().all(|call| !policy.runs_alone(&call.name))
         {
             CALLS_AHEAD
         } else {
@@ -351,9 +352,9 @@ async fn gate_turn<E>(
     })
 }
 
-/// How many calls of a turn nobody is asked about, and nobody can cancel, are under way at once: the next one is gated and runs
-/// while the one before it applies (its flush is the longest step of a small write); calls on
-/// overlapping paths still go one after the other.
+/// How many calls of a turn are under way at once when none runs alone and nobody can cancel the turn:
+/// the next one is gated and runs while the one before it applies (its flush is the longest step of a
+/// small write); calls on overlapping paths still go one after the other.
 const CALLS_AHEAD: usize = 2;
 
 /// A call's report, how long it ran (`None` when it did not) and the paths it was approved for.

@@ -244,10 +244,12 @@ impl Policy {
             .is_some_and(|t| t.approval == Approval::Ask)
     }
 
-    /// Whether a call of `tool` may wait for the approver: the tool is marked `approval = "ask"`, or
-    /// its network grant holds write requests for approval.
-    pub fn may_ask(&self, tool: &str) -> bool {
-        self.needs_approval(tool) || self.grant(tool).is_some_and(NetworkGrant::may_ask)
+    /// Whether a call of `tool` runs alone in its turn, after the calls before it and before the ones
+    /// after it: it may wait for the approver (the tool is marked `approval = "ask"`), or it may reach
+    /// the network (where a write may wait for the approver too, and the host cannot tell which remote
+    /// state a request touches, as it can tell the paths a call touches).
+    pub fn runs_alone(&self, tool: &str) -> bool {
+        self.needs_approval(tool) || self.grant(tool).is_some_and(NetworkGrant::any)
     }
 
     /// What `tool` may request over the network (nothing without a policy file, or without a network
@@ -512,29 +514,27 @@ mod tests {
     }
 
     #[test]
-    fn a_call_may_ask_when_its_tool_or_its_network_writes_wait_for_approval() {
+    fn a_call_runs_alone_when_it_may_ask_or_reach_the_network() {
         let policy = Policy::from_toml(
             r#"
             [tools.write_file]
             paths = ["**"]
             approval = "ask"
+            [tools.read_file]
+            paths = ["**"]
             [tools.post.network]
             write = ["POST https://api.test/issues"]
             approval = "ask"
             [tools.get.network]
             get = ["https://api.test/**"]
-            approval = "ask"
-            [tools.post_auto.network]
-            write = ["POST https://api.test/issues"]
             "#,
         )
         .unwrap();
-        assert!(policy.may_ask("write_file"));
-        assert!(policy.may_ask("post"));
-        // Reads never wait, nor writes the policy allows outright.
-        assert!(!policy.may_ask("get"));
-        assert!(!policy.may_ask("post_auto"));
-        assert!(!Policy::allow_all().may_ask("post"));
+        assert!(policy.runs_alone("write_file"));
+        assert!(policy.runs_alone("post"));
+        assert!(policy.runs_alone("get"));
+        assert!(!policy.runs_alone("read_file"));
+        assert!(!Policy::allow_all().runs_alone("post"));
     }
 
     #[test]

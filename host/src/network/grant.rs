@@ -124,12 +124,6 @@ impl NetworkGrant {
         !self.reads.is_empty() || !self.writes.is_empty()
     }
 
-    /// Whether some request the grant allows waits for the approver (a write rule under
-    /// `approval = "ask"`).
-    pub fn may_ask(&self) -> bool {
-        self.ask_for_writes && !self.writes.is_empty()
-    }
-
     /// Whether a call may start with `url` in a declared URL field: a rule allows some request to it
     /// (a read, or a method of a write rule) and no deny rule covering every method matches it.
     pub fn allows_url(&self, url: &str) -> Result<(), String> {
