@@ -42,7 +42,8 @@ pub fn nats_server_binary(test: &str) -> Option<PathBuf> {
     found
 }
 
-/// A NATS server with JetStream on a free loopback port, storing in a temporary directory.
+/// A NATS server with JetStream on a loopback port of its own choosing, storing in a temporary
+/// directory.
 pub struct Nats {
     binary: PathBuf,
     pub port: u16,
@@ -51,19 +52,21 @@ pub struct Nats {
 }
 
 impl Nats {
+    /// Starts a server that binds a free port itself and names it in its ports file: a port picked
+    /// by the test and let go could be taken by another test's server or listener before this one
+    /// binds it, and the test would then talk to the wrong server.
     pub fn start(binary: PathBuf) -> Nats {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let mut nats = Nats {
             binary,
-            port,
+            port: 0,
             storage: tempfile::tempdir().unwrap(),
             child: None,
         };
-        nats.spawn();
+        let ports = tempfile::tempdir().unwrap();
+        let mut child = nats.spawn("-1", Some(ports.path()));
+        nats.port = wait_for_ports_file(&mut child, ports.path());
+        nats.child = Some(child);
+        nats.wait_listening();
         nats
     }
 
@@ -71,24 +74,31 @@ impl Nats {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
-    fn spawn(&mut self) {
-        let child = Command::new(&self.binary)
-            .args([
-                "-js",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-sd",
-            ])
-            .arg(self.storage.path())
+    /// Starts the server on `port` (`-1`: one it chooses, named in a ports file in `ports_dir`).
+    fn spawn(&self, port: &str, ports_dir: Option<&Path>) -> Child {
+        let mut command = Command::new(&self.binary);
+        command
+            .args(["-js", "-a", "127.0.0.1", "-p", port, "-sd"])
+            .arg(self.storage.path());
+        if let Some(dir) = ports_dir {
+            command.arg("--ports_file_dir").arg(dir);
+        }
+        command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("nats-server starts");
-        self.child = Some(child);
+            .expect("nats-server starts")
+    }
+
+    /// Waits until the port accepts connections, failing at once if our server has exited (its
+    /// port was taken).
+    fn wait_listening(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
+        let child = self.child.as_mut().unwrap();
         while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("nats-server on port {} exited: {status}", self.port);
+            }
             assert!(Instant::now() < deadline, "nats-server did not listen");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -101,7 +111,33 @@ impl Nats {
             signal(&child, "TERM");
             let _ = child.wait();
         }
-        self.spawn();
+        self.child = Some(self.spawn(&self.port.to_string(), None));
+        self.wait_listening();
+    }
+}
+
+/// The client port a server started with `--ports_file_dir DIR` wrote to its ports file
+/// (`DIR/<executable>_<pid>.ports`: `{"nats": ["nats://127.0.0.1:PORT"]}`), once it listens.
+fn wait_for_ports_file(child: &mut Child, dir: &Path) -> u16 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let suffix = format!("_{}.ports", child.id());
+    loop {
+        // A read half-way through the write does not parse, and is tried again.
+        let written = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(Result::ok)
+            .find(|entry| entry.file_name().to_string_lossy().ends_with(&suffix))
+            .and_then(|entry| std::fs::read(entry.path()).ok())
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+        if let Some(ports) = written {
+            let url = ports["nats"][0].as_str().expect("a client URL");
+            return url.rsplit(':').next().unwrap().parse().expect("a port");
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("nats-server exited before it listened: {status}");
+        }
+        assert!(Instant::now() < deadline, "nats-server did not listen");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
