@@ -552,12 +552,12 @@ fn a_stalled_stream_times_out_as_a_transport_error() {
 
 #[test]
 fn a_refused_connection_is_a_transport_error() {
-    // A port that was free a moment ago.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A port bound but not listening, held for the whole test: a connection to it is refused, and
+    // no other test's server can take it meanwhile (neither side may reuse the address).
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.set_reuseaddr(false).unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = closed.local_addr().unwrap().port();
     let ws = workspace();
     let output = Command::new(env!("CARGO_BIN_EXE_turngate"))
         .env(
@@ -585,6 +585,7 @@ fn a_refused_connection_is_a_transport_error() {
     let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(summary["end"]["kind"], "transport");
     assert_eq!(summary["requests"], 2);
+    drop(closed);
 }
 
 // ---------------------------------------------------------------------------------------------------
