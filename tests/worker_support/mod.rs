@@ -5,7 +5,6 @@
 #![allow(dead_code)] // each test binary uses its own subset of these helpers
 
 use std::collections::BTreeMap;
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -48,25 +47,24 @@ pub struct Nats {
     binary: PathBuf,
     pub port: u16,
     pub storage: tempfile::TempDir,
+    /// Where the server names the port it listens on (`--ports_file_dir`).
+    ports: tempfile::TempDir,
     child: Option<Child>,
 }
 
 impl Nats {
-    /// Starts a server that binds a free port itself and names it in its ports file: a port picked
-    /// by the test and let go could be taken by another test's server or listener before this one
-    /// binds it, and the test would then talk to the wrong server.
+    /// Starts a server that binds a free port itself: a port picked by the test and let go could be
+    /// taken by another test's server or listener before this one binds it, and the test would then
+    /// talk to the wrong server.
     pub fn start(binary: PathBuf) -> Nats {
         let mut nats = Nats {
             binary,
             port: 0,
             storage: tempfile::tempdir().unwrap(),
+            ports: tempfile::tempdir().unwrap(),
             child: None,
         };
-        let ports = tempfile::tempdir().unwrap();
-        let mut child = nats.spawn("-1", Some(ports.path()));
-        nats.port = wait_for_ports_file(&mut child, ports.path());
-        nats.child = Some(child);
-        nats.wait_listening();
+        nats.spawn("-1");
         nats
     }
 
@@ -74,34 +72,20 @@ impl Nats {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
-    /// Starts the server on `port` (`-1`: one it chooses, named in a ports file in `ports_dir`).
-    fn spawn(&self, port: &str, ports_dir: Option<&Path>) -> Child {
-        let mut command = Command::new(&self.binary);
-        command
+    /// Starts the server on `port` (`-1`: one it chooses) and waits until it listens, taking the port
+    /// from what this very server wrote to its ports file.
+    fn spawn(&mut self, port: &str) {
+        let mut child = Command::new(&self.binary)
             .args(["-js", "-a", "127.0.0.1", "-p", port, "-sd"])
-            .arg(self.storage.path());
-        if let Some(dir) = ports_dir {
-            command.arg("--ports_file_dir").arg(dir);
-        }
-        command
+            .arg(self.storage.path())
+            .arg("--ports_file_dir")
+            .arg(self.ports.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("nats-server starts")
-    }
-
-    /// Waits until the port accepts connections, failing at once if our server has exited (its
-    /// port was taken).
-    fn wait_listening(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let child = self.child.as_mut().unwrap();
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("nats-server on port {} exited: {status}", self.port);
-            }
-            assert!(Instant::now() < deadline, "nats-server did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            .expect("nats-server starts");
+        self.port = wait_for_ports_file(&mut child, self.ports.path());
+        self.child = Some(child);
     }
 
     /// Stops the server (SIGTERM, as an operator's restart does) and starts it again on the same
@@ -111,13 +95,13 @@ impl Nats {
             signal(&child, "TERM");
             let _ = child.wait();
         }
-        self.child = Some(self.spawn(&self.port.to_string(), None));
-        self.wait_listening();
+        self.spawn(&self.port.to_string());
     }
 }
 
-/// The client port a server started with `--ports_file_dir DIR` wrote to its ports file
-/// (`DIR/<executable>_<pid>.ports`: `{"nats": ["nats://127.0.0.1:PORT"]}`), once it listens.
+/// The client port the server `child`, started with `--ports_file_dir DIR`, wrote to its ports file
+/// (`DIR/<executable>_<pid>.ports`: `{"nats": ["nats://127.0.0.1:PORT"]}`) once it listens. Fails at
+/// once, naming the exit, when the server exits first (its port was taken).
 fn wait_for_ports_file(child: &mut Child, dir: &Path) -> u16 {
     let deadline = Instant::now() + Duration::from_secs(10);
     let suffix = format!("_{}.ports", child.id());
