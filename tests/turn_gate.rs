@@ -522,6 +522,156 @@ fn no_call_after_the_one_a_cancel_stops_applies() {
     assert!(!ws.exists("after.txt"));
 }
 
+/// Says yes to every question, but cancels the turn when it is asked its `at`-th (counting from 1):
+/// a user who pressed stop while the question was open and then clicked yes.
+struct CancelsThenSaysYes {
+    cancel: turngate::Cancel,
+    at: usize,
+    asked: AtomicUsize,
+}
+
+impl Approver for CancelsThenSaysYes {
+    fn approve<'a>(&'a self, _: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        if self.asked.fetch_add(1, Ordering::SeqCst) + 1 == self.at {
+            self.cancel.cancel();
+        }
+        Box::pin(async { true })
+    }
+}
+
+/// The journal's entries on a root (every applied call).
+fn journaled(ws: &Workspace) -> usize {
+    turngate::Journal::open(&ws.root, turngate::Retention::default())
+        .unwrap()
+        .entries()
+        .unwrap()
+        .len()
+}
+
+/// A cancel that comes while the user is asked wins over their yes: the call it came during applies
+/// nothing and is answered `cancelled`, and so is every call after it.
+#[test]
+fn a_cancel_while_the_user_is_asked_wins_over_their_yes() {
+    let calls: Vec<(&str, Value)> = (0..60)
+        .map(|i| {
+            (
+                "write_file",
+                json!({"path": format!("f{i:02}.txt"), "content": "x"}),
+            )
+        })
+        .collect();
+    let ws = Workspace::new();
+    let cancel = turngate::Cancel::new();
+    let approver = CancelsThenSaysYes {
+        cancel: cancel.clone(),
+        at: 50,
+        asked: AtomicUsize::new(0),
+    };
+    let hooks = TurnHooks {
+        approver: Some(&approver),
+        cancel: Some(&cancel),
+    };
+    let options = TurnOptions {
+        review: true,
+        ..TurnOptions::default()
+    };
+    let report = block_on(process_turn_with(
+        bundled(),
+        &ws.root,
+        &Policy::allow_all(),
+        tool_use_turn(&calls),
+        options,
+        hooks,
+    ));
+    for (i, call) in report.calls.iter().enumerate() {
+        if i < 49 {
+            assert_eq!(call.status, CallStatus::Ok, "{call:?}");
+        } else {
+            assert_eq!(call.step, Some("cancelled"), "{call:?}");
+        }
+    }
+    assert!(
+        report.calls[49]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("while the user was being asked")),
+        "{:?}",
+        report.calls[49]
+    );
+    assert_eq!(approver.asked.load(Ordering::SeqCst), 50, "nobody asked after the cancel");
+    assert!(ws.exists("f48.txt"));
+    assert!(!ws.exists("f49.txt"), "the call the user said yes to after the cancel applied");
+    assert_eq!(ws.names().len(), 49);
+    assert_eq!(journaled(&ws), 49);
+    assert!(ws.no_staging_left());
+}
+
+/// Answers yes after a second, unless its question is dropped first; tells when it is asked and
+/// notes whether it answered.
+#[derive(Default)]
+struct AnswersLate {
+    asked: tokio::sync::Notify,
+    answered: std::sync::atomic::AtomicBool,
+}
+
+impl Approver for AnswersLate {
+    fn approve<'a>(&'a self, _: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        Box::pin(async move {
+            self.asked.notify_one();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            self.answered.store(true, Ordering::SeqCst);
+            true
+        })
+    }
+}
+
+/// A cancel ends the wait for the user at once: the question is dropped unanswered, and the call,
+/// a read asked about before it runs or a write asked about after, is cancelled with nothing applied.
+#[test]
+fn a_cancel_stops_the_wait_for_the_user_and_nothing_applies() {
+    let policy = Policy::from_toml(
+        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n\
+         [tools.read_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+    )
+    .unwrap();
+    for (tool, input, stage) in [
+        ("write_file", json!({"path": "notes.txt", "content": "new"}), "approval"),
+        ("read_file", json!({"path": "notes.txt"}), "approval"),
+    ] {
+        let ws = Workspace::new();
+        ws.write("notes.txt", "old");
+        let effects = turngate::Effects::default();
+        let cancel = turngate::Cancel::new();
+        let approver = AnswersLate::default();
+        let mut context = turngate::CallContext::new(&ws.root, &policy, &effects);
+        context.approver = Some(&approver);
+        context.cancel = Some(&cancel);
+        // Cancels once the question is open.
+        let input = input.to_string();
+        let outcome = block_on(async {
+            let call = bundled().call_in(&mut context, tool, &input);
+            let stop = async {
+                approver.asked.notified().await;
+                cancel.cancel();
+                std::future::pending::<()>().await
+            };
+            tokio::select! {
+                outcome = call => outcome,
+                () = stop => unreachable!(),
+            }
+        });
+        let error = outcome.result.expect_err("cancelled");
+        assert_eq!((error.stage(), error.kind()), (stage, "cancelled"), "{tool}: {error}");
+        assert!(
+            !approver.answered.load(Ordering::SeqCst),
+            "{tool}: the call waited for the user's answer after the cancel"
+        );
+        assert_eq!(ws.read("notes.txt"), "old", "{tool}");
+        assert_eq!(journaled(&ws), 0, "{tool}");
+        assert!(ws.no_staging_left(), "{tool}");
+    }
+}
+
 /// Decodes a fixture and runs it through the turn gate on a fresh root holding `notes.txt`.
 fn gate_fixture(file: &str, provider: Provider) -> (turngate::TurnReport, Workspace) {
     let mut decoder = TurnDecoder::new(provider);

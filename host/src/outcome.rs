@@ -33,6 +33,32 @@ pub enum CallError {
     /// The call ran but its changes were not applied.
     #[error("{0}")]
     Effect(#[from] EffectError),
+    /// The call was cancelled while it waited (for the user's answer, or to apply its changes);
+    /// nothing was applied, whatever the approver answered.
+    #[error("cancelled while {stage}: nothing was applied")]
+    Cancelled {
+        /// What the call was waiting for: `approval` or `apply`.
+        stage: CancelledAt,
+    },
+}
+
+/// Where a call that was cancelled outside its run stood.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CancelledAt {
+    /// Waiting for the approver's answer.
+    Approval,
+    /// Its changes checked (and approved, if asked), about to be applied.
+    Apply,
+}
+
+impl std::fmt::Display for CancelledAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CancelledAt::Approval => "the user was being asked",
+            CancelledAt::Apply => "its changes were about to be applied",
+        })
+    }
 }
 
 impl CallError {
@@ -44,11 +70,17 @@ impl CallError {
             CallError::Run(RunError::Tool(_)) => "tool",
             CallError::Run(_) => "sandbox",
             CallError::Effect(_) => "apply",
+            CallError::Cancelled {
+                stage: CancelledAt::Approval,
+            } => "approval",
+            CallError::Cancelled {
+                stage: CancelledAt::Apply,
+            } => "apply",
         }
     }
 
     /// The kind within the stage: the gate step, the tool error's variant, the sandbox limit or the
-    /// reason changes were not applied.
+    /// reason changes were not applied; `cancelled` for a call cancelled at any stage.
     pub fn kind(&self) -> &'static str {
         match self {
             CallError::Gate(e) => e.step(),
@@ -56,6 +88,7 @@ impl CallError {
             CallError::Run(RunError::Tool(e)) => e.kind(),
             CallError::Run(e) => e.kind(),
             CallError::Effect(e) => e.kind(),
+            CallError::Cancelled { .. } => "cancelled",
         }
     }
 }
@@ -100,13 +133,13 @@ impl CallOutcome {
     pub fn ran(&self) -> bool {
         !matches!(
             self.result,
-            Err(CallError::Gate(_)) | Err(CallError::Approval(_))
+            Err(CallError::Gate(_) | CallError::Approval(_) | CallError::Cancelled { .. })
         ) || self.duration > Duration::ZERO
     }
 
     /// The outcome as JSON, the shape `turngate call` prints:
     /// `{"tool", "status": "ok"|"error", "output"?, "error"?: {"stage": "gate"|"approval"|"tool"|"sandbox"|"apply",
-    /// "kind", "message"}, "changes": [{"path", "kind", "before"?, "after"?}], "requests"?: [{"method", "url",
+    /// "kind" (`cancelled` for a cancelled call, at any stage), "message"}, "changes": [{"path", "kind", "before"?, "after"?}], "requests"?: [{"method", "url",
     /// "address", "status", "bytes_sent", "bytes_received", "duration_ms", "approved", "error"}], "stdout",
     /// "stderr", "duration_ms"}`.
     pub fn to_json(&self) -> Value {

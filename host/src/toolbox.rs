@@ -23,7 +23,7 @@ use crate::effects::{ChangeSet, Effects, order};
 use crate::gate::{ApprovedCall, ToolCatalog, check_call};
 use crate::lockfile::{LOCK_FILE, LockError, ToolLock};
 use crate::network::{self, Asks, NetworkSetup, Resolver, SystemResolver};
-use crate::outcome::{CallError, CallOutcome};
+use crate::outcome::{CallError, CallOutcome, CancelledAt};
 use crate::policy::Policy;
 use crate::root::Root;
 use crate::sandbox::{
@@ -766,6 +766,9 @@ impl Toolbox {
             };
             context.ask(&request).await?;
         }
+        // The last point before anything moves: a cancel that came while the call ran, was checked
+        // or was reviewed wins over everything before it.
+        context.not_cancelled(CancelledAt::Apply)?;
         let meta = CallMeta {
             call_id: context.call_id.clone(),
             turn: context.turn.clone(),
@@ -848,29 +851,54 @@ impl<'a> CallContext<'a> {
             tokio::select! {
                 report = &mut run => return report,
                 yes = answer => {
-                    let _ = reply.send(yes);
+                    // A cancel that came while the user was asked wins over their yes: nothing is
+                    // sent, and the run stops on the same cancel.
+                    let _ = reply.send(yes && !self.cancel.is_some_and(Cancel::is_cancelled));
                 }
             }
         }
     }
 
-    /// Asks the approver; a denial (or no approver) is the call's error.
+    /// Asks the approver; a denial (or no approver) is the call's error. A cancel ends the wait at
+    /// once, and one that came while the approver decided wins over its yes: the call is cancelled.
     async fn ask(&self, request: &ApprovalRequest<'_>) -> Result<(), CallError> {
         let what = if request.changes.is_some() {
             "its changes were not applied"
         } else {
             "not run"
         };
-        match self.approver {
-            Some(approver) if approver.approve(request).await => Ok(()),
-            Some(_) => Err(CallError::Approval(format!(
-                "the user did not give approval for this `{}` call: {what}",
-                request.tool
-            ))),
-            None => Err(CallError::Approval(format!(
+        let Some(approver) = self.approver else {
+            return Err(CallError::Approval(format!(
                 "`{}` needs approval and there is nobody to ask: {what}",
                 request.tool
-            ))),
+            )));
+        };
+        self.not_cancelled(CancelledAt::Approval)?;
+        let answer = approver.approve(request);
+        let yes = match self.cancel {
+            Some(cancel) => tokio::select! {
+                yes = answer => yes,
+                () = cancel.cancelled() => false,
+            },
+            None => answer.await,
+        };
+        crate::test_hooks::approver_answered(self.cancel).await;
+        self.not_cancelled(CancelledAt::Approval)?;
+        if yes {
+            Ok(())
+        } else {
+            Err(CallError::Approval(format!(
+                "the user did not give approval for this `{}` call: {what}",
+                request.tool
+            )))
+        }
+    }
+
+    /// `Err` once the call's cancel is set.
+    fn not_cancelled(&self, stage: CancelledAt) -> Result<(), CallError> {
+        match self.cancel {
+            Some(cancel) if cancel.is_cancelled() => Err(CallError::Cancelled { stage }),
+            _ => Ok(()),
         }
     }
 }
