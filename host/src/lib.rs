@@ -78,9 +78,10 @@ pub use descriptor::{Access, PathParam, ToolDescriptor};
 pub use effects::journal::{Journal, Retention, UndoTarget};
 pub use effects::{ChangeSet, EffectError, Effects};
 pub use gate::{ApprovedCall, GateError};
-pub use outcome::{CallError, CallOutcome, RunError, ToolError};
+pub use outcome::{CallError, CallOutcome, CancelledAt, RunError, ToolError};
 pub use pipeline::{
-    CallReport, CallStatus, TurnHooks, TurnOptions, TurnReport, process_turn, process_turn_with,
+    CallReport, CallStatus, TurnHooks, TurnOptions, TurnReport, call_audited, process_turn,
+    process_turn_with,
 };
 pub use policy::{Approval, Policy};
 pub use root::Root;

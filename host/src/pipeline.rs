@@ -195,6 +195,23 @@ impl TurnReport {
             "history": self.history,
         })
     }
+
+    /// The report as the Python and Node packages answer it: [`TurnReport::to_json`] with each call's
+    /// `output` (`null` unless ok) and `step` (`null` when ok), which the next request of an SDK
+    /// that keeps its own tool results needs, and `"audit"` when `audit` is set.
+    pub fn to_embedding_json(&self, audit: bool) -> Value {
+        let mut value = self.to_json();
+        if let Some(calls) = value["calls"].as_array_mut() {
+            for (json, call) in calls.iter_mut().zip(&self.calls) {
+                json["output"] = call.output.clone().into();
+                json["step"] = call.step.into();
+            }
+        }
+        if audit {
+            value["audit"] = serde_json::to_value(&self.audit).unwrap_or(Value::Null);
+        }
+        value
+    }
 }
 
 /// Runs the turn gate on a decoded turn (no approver: calls of tools marked `approval = "ask"` are
@@ -518,6 +535,20 @@ pub(crate) async fn gate_and_run(
             Vec::new(),
         ),
     }
+}
+
+/// Runs one call on its own (not in a turn), as `turngate call` does: its outcome, and its audit
+/// record as `--log` writes it (the paths it was approved for, what it changed and every request it
+/// made, query values masked).
+pub async fn call_audited(
+    toolbox: &Toolbox,
+    context: &mut CallContext<'_>,
+    name: &str,
+    raw_input: &str,
+) -> (CallOutcome, CallRecord) {
+    let (outcome, paths) = gate_and_run(toolbox, context, name, raw_input).await;
+    let record = outcome_record(context.call_id.clone(), raw_input, &outcome, paths);
+    (outcome, record)
 }
 
 fn path_records(approved: &ApprovedCall<'_>) -> Vec<PathRecord> {

@@ -9,6 +9,8 @@ approved calls run sandboxed in ROOT, and the history turngate returns is the ne
 import sys
 
 import anthropic
+from anthropic.types import MessageParam
+
 import turngate
 
 MODEL = "claude-sonnet-4-5"
@@ -19,13 +21,16 @@ def main(root: str, prompt: str) -> int:
     client = anthropic.Anthropic()
     toolbox = turngate.Toolbox(root, policy=POLICY)
     tools = toolbox.tool_definitions("anthropic")
-    messages: list = [{"role": "user", "content": prompt}]
+    messages: list[MessageParam] = [{"role": "user", "content": prompt}]
     for _ in range(10):
         with client.messages.with_streaming_response.create(
             model=MODEL, max_tokens=4096, messages=messages, tools=tools, stream=True
         ) as response:
             report = toolbox.run_turn(
-                "anthropic", response.iter_bytes(), on_text=lambda t: print(t, end="", flush=True)
+                "anthropic",
+                response.iter_bytes(),
+                max_output_tokens=4096,
+                on_text=lambda t: print(t, end="", flush=True),
             )
         turn = report["turn"]
         if turn["status"] != "completed":  # truncated, refused, cut: nothing ran

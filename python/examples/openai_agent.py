@@ -10,6 +10,8 @@ items and one answer per call) is appended to the next request's input.
 import sys
 
 import openai
+from openai.types.responses import ResponseInputParam
+
 import turngate
 
 MODEL = "gpt-5"
@@ -20,7 +22,7 @@ def main(root: str, prompt: str) -> int:
     client = openai.OpenAI()
     toolbox = turngate.Toolbox(root, policy=POLICY)
     tools = toolbox.tool_definitions("openai-responses")
-    items: list = [{"role": "user", "content": prompt}]
+    items: ResponseInputParam = [{"role": "user", "content": prompt}]
     for _ in range(10):
         with client.responses.with_streaming_response.create(
             model=MODEL, input=items, tools=tools, store=False, stream=True

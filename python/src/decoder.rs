@@ -62,14 +62,21 @@ impl PyTurnDecoder {
         Ok(deltas.into_iter().map(|d| d.text).collect())
     }
 
-    /// Ends the body and classifies the turn.
-    fn finish(&self, py: Python<'_>) -> PyResult<PyTurn> {
-        Ok(self.finish_with_text(py)?.0)
+    /// Ends the body and classifies the turn. `read_error`: the exception reading the body ended with
+    /// (a dropped connection), kept on the turn; the turn is what the bytes fed so far make it.
+    #[pyo3(signature = (*, read_error = None))]
+    fn finish(&self, py: Python<'_>, read_error: Option<Py<PyAny>>) -> PyResult<PyTurn> {
+        Ok(self.finish_with_text(py, read_error)?.0)
     }
 
     /// Ends the body and classifies the turn; also returns the visible text only the end of the body
     /// completed (a whole JSON body's text, which `feed` cannot return before the body is whole).
-    fn finish_with_text(&self, py: Python<'_>) -> PyResult<(PyTurn, Vec<String>)> {
+    #[pyo3(signature = (*, read_error = None))]
+    fn finish_with_text(
+        &self,
+        py: Python<'_>,
+        read_error: Option<Py<PyAny>>,
+    ) -> PyResult<(PyTurn, Vec<String>)> {
         let decoder = self
             .decoder
             .lock()
@@ -77,7 +84,8 @@ impl PyTurnDecoder {
             .take()
             .ok_or_else(|| UsageError::new_err("this decoder is finished"))?;
         let (turn, deltas) = detached(py, || decoder.finish_with_deltas())?;
-        Ok((PyTurn(turn), deltas.into_iter().map(|d| d.text).collect()))
+        let turn = PyTurn { turn, read_error };
+        Ok((turn, deltas.into_iter().map(|d| d.text).collect()))
     }
 }
 
@@ -114,37 +122,48 @@ fn chunk_bytes(chunk: &Bound<'_, PyAny>) -> PyResult<Chunk> {
 
 /// A decoded turn: how it ended and what it asked for. Gate it with `Toolbox.process_turn`.
 #[pyclass(name = "Turn", module = "turngate", frozen)]
-pub struct PyTurn(pub Turn);
+pub struct PyTurn {
+    /// The turn as decoded.
+    pub turn: Turn,
+    /// The exception reading its body ended with, if it did.
+    read_error: Option<Py<PyAny>>,
+}
 
 #[pymethods]
 impl PyTurn {
     /// `completed`, `truncated`, `refused`, `filtered`, `errored`, `malformed` or `incomplete`.
     #[getter]
     fn status(&self) -> &'static str {
-        self.0.ending.status.as_str()
+        self.turn.ending.status.as_str()
     }
 
     /// The provider's own stop reason, when the stream carried one.
     #[getter]
     fn stop_reason(&self) -> Option<String> {
-        self.0.ending.stop_reason.clone()
+        self.turn.ending.stop_reason.clone()
     }
 
     /// Why the turn ended as it did, in words.
     #[getter]
     fn detail(&self) -> String {
-        self.0.ending.detail.clone()
+        self.turn.ending.detail.clone()
     }
 
     /// The visible text of the turn.
     #[getter]
     fn text(&self) -> String {
-        self.0.text.clone()
+        self.turn.text.clone()
+    }
+
+    /// The exception reading the body ended with (the turn was decoded as far as it came), or None.
+    #[getter]
+    fn read_error(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.read_error.as_ref().map(|error| error.clone_ref(py))
     }
 
     /// The whole decoded turn as the library describes it (assistant content, calls, ending).
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let value = serde_json::to_value(&self.0)
+        let value = serde_json::to_value(&self.turn)
             .map_err(|e| UsageError::new_err(format!("turn not serializable: {e}")))?;
         to_python(py, &value)
     }
@@ -152,9 +171,9 @@ impl PyTurn {
     fn __repr__(&self) -> String {
         format!(
             "Turn(provider={:?}, status={:?}, stop_reason={:?})",
-            self.0.provider.as_str(),
-            self.0.ending.status.as_str(),
-            self.0.ending.stop_reason
+            self.turn.provider.as_str(),
+            self.turn.ending.status.as_str(),
+            self.turn.ending.stop_reason
         )
     }
 }

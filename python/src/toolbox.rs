@@ -205,7 +205,7 @@ impl PyToolbox {
     ) -> PyResult<Bound<'py, PyAny>> {
         let approver = approver.map(PyApprover);
         let cancel = cancel.map(|c| c.0.clone());
-        let turn = turn.0.clone();
+        let turn = turn.turn.clone();
         let report = detached(py, || {
             let options = TurnOptions {
                 audit,
@@ -225,7 +225,7 @@ impl PyToolbox {
                 hooks,
             ))
         })?;
-        let value = to_python(py, &report_json(&report, audit))?;
+        let value = to_python(py, &report.to_embedding_json(audit))?;
         if report.turn.ending.status == TurnStatus::Malformed {
             let error = StreamParseError::new_err(report.turn.ending.detail.clone());
             error.value(py).setattr("report", value)?;
@@ -295,22 +295,6 @@ impl PyToolbox {
         .map_err(UndoError::new_err)?;
         to_python(py, &Value::Array(undone))
     }
-}
-
-/// The report as the CLI prints it, with what the CLI leaves out: each call's output and failing step,
-/// and the audit records when asked for.
-fn report_json(report: &TurnReport, audit: bool) -> Value {
-    let mut value = report.to_json();
-    if let Some(calls) = value["calls"].as_array_mut() {
-        for (json, call) in calls.iter_mut().zip(&report.calls) {
-            json["output"] = call.output.clone().into();
-            json["step"] = call.step.into();
-        }
-    }
-    if audit {
-        value["audit"] = serde_json::to_value(&report.audit).unwrap_or(Value::Null);
-    }
-    value
 }
 
 /// A policy from a path (`os.PathLike`: a TOML file), TOML text (`str`) or a dict of the same tables;

@@ -132,8 +132,11 @@ CHECKS = {"anthropic": anthropic_history_error, "openai-responses": responses_hi
 class FakeProvider:
     """Serves `turns` (SSE bodies) one per request, in order, after checking each request's history."""
 
-    def __init__(self, provider: str, turns: list[bytes] | None = None):
+    def __init__(self, provider: str, turns: list[bytes] | None = None, drop_at: int | None = None):
+        """``drop_at``: the first turn is cut after that many bytes, the connection closed mid-body
+        (its content-length promised the whole turn), as a dropped connection would leave it."""
         self.provider = provider
+        self.drop_at = drop_at
         if turns is None:
             final = anthropic_text_turn if provider == "anthropic" else responses_text_turn
             turns = [WRITE_TURN[provider].read_bytes(), final(FINAL_TEXT)]
@@ -166,6 +169,12 @@ class FakeProvider:
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("content-length", str(len(turn)))
                 self.end_headers()
+                if fake.drop_at is not None:
+                    self.wfile.write(turn[: fake.drop_at])
+                    self.wfile.flush()
+                    fake.drop_at = None
+                    self.close_connection = True
+                    return
                 self.wfile.write(turn)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

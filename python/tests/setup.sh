@@ -32,7 +32,7 @@ want="$({
     "$python" -c 'import sys; print(sys.implementation.name, sys.version)'
 } | sha256sum | cut -d' ' -f1)"
 if [ -f "$dest/venv/.turngate-stamp" ] && [ "$(cat "$dest/venv/.turngate-stamp")" = "$want" ] &&
-    "$dest/venv/bin/python" -c 'import anthropic, openai, pytest' 2>/dev/null; then
+    "$dest/venv/bin/python" -c 'import anthropic, openai, pytest, mypy' 2>/dev/null; then
     say "$dest/venv is up to date"
     exit 0
 fi

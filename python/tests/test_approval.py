@@ -2,6 +2,7 @@
 lets the call apply."""
 
 import asyncio
+import logging
 
 import pytest
 import turngate
@@ -38,15 +39,27 @@ def test_only_true_approves(root, answer):
     assert (root / "notes.txt").read_text() == ORIGINAL
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_an_approver_that_raises_denies(root):
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_an_approver_that_raises_denies_and_is_logged_once(root, caplog, capfd, asynchronous):
     def broken(request):
         raise RuntimeError("approver bug")
 
+    async def broken_async(request):
+        raise RuntimeError("approver bug")
+
     toolbox = turngate.Toolbox(root, policy=ASK)
-    outcome = toolbox.call("write_file", {"path": "notes.txt", "content": "x"}, approver=broken)
+    with caplog.at_level(logging.WARNING, logger="turngate"):
+        outcome = toolbox.call(
+            "write_file", {"path": "notes.txt", "content": "x"}, call_id="c7",
+            approver=broken_async if asynchronous else broken,
+        )
     assert outcome["error"]["stage"] == "approval"
     assert (root / "notes.txt").read_text() == ORIGINAL
+    [record] = caplog.records
+    assert record.name == "turngate" and "`write_file` call c7" in record.getMessage()
+    assert record.exc_info and isinstance(record.exc_info[1], RuntimeError)
+    assert "Exception ignored" not in capfd.readouterr().err
 
 
 def test_a_sync_approver_that_approves_applies(root):
@@ -92,3 +105,81 @@ def test_review_asks_about_every_change(root):
     outcome = toolbox.call("write_file", '{"path": "notes.txt", "content": "x"}', review=True, approver=lambda r: False)
     assert outcome["error"]["stage"] == "approval"
     assert (root / "notes.txt").read_text() == ORIGINAL
+
+
+# --- a cancel while the approver decides -----------------------------------------------------------
+
+
+def test_a_cancelled_async_call_applies_nothing_whatever_the_approver_answers(root):
+    """The task is cancelled while the async approver is deciding: `CancelledError`, the question is
+    withdrawn, and nothing is written or journaled, although the approver would have said yes."""
+    asking = asyncio.Event()
+    answered = []
+
+    async def slow_yes(request):
+        asking.set()
+        await asyncio.sleep(1.0)
+        answered.append(request["id"])
+        return True
+
+    toolbox = turngate.Toolbox(root)
+
+    async def main():
+        task = asyncio.create_task(
+            toolbox.acall("write_file", {"path": "notes.txt", "content": "x"}, review=True, approver=slow_yes)
+        )
+        await asking.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(1.2)  # past the approver's answer, had it not been withdrawn
+
+    asyncio.run(main())
+    assert answered == [], "the question was not withdrawn"
+    assert (root / "notes.txt").read_text() == ORIGINAL
+    assert toolbox.journal() == []
+
+
+def test_a_cancel_set_while_asked_wins_over_a_yes_in_a_turn(root):
+    """run_turn(review=True, cancel=c): the approver sets c at the 50th call and says yes; the 50th
+    call applies nothing and every call from it on is answered `cancelled`."""
+    from test_concurrency import anthropic_turn
+
+    cancel = turngate.Cancel()
+    asked = []
+
+    def approver(request):
+        asked.append(request["id"])
+        if len(asked) == 50:
+            cancel.cancel()
+        return True
+
+    turn = anthropic_turn([(f"c{i}", "write_file", {"path": f"f{i:02}.txt", "content": "x"}) for i in range(60)])
+    toolbox = turngate.Toolbox(root)
+    report = toolbox.run_turn("anthropic", turn, review=True, cancel=cancel, approver=approver)
+    statuses = [c["status"] for c in report["calls"]]
+    assert statuses[:49] == ["ok"] * 49
+    assert [c["step"] for c in report["calls"][49:]] == ["cancelled"] * 11
+    assert not (root / "f49.txt").exists() and (root / "f48.txt").exists()
+    assert len(toolbox.journal()) == 49
+    assert len(asked) == 50
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_cancel_set_by_the_approver_of_one_call_wins_over_its_yes(root, asynchronous):
+    cancel = turngate.Cancel()
+
+    def cancels_then_yes(request):
+        cancel.cancel()
+        return True
+
+    toolbox = turngate.Toolbox(root, policy=ASK)
+    input = {"path": "notes.txt", "content": "x"}
+    if asynchronous:
+        outcome = asyncio.run(toolbox.acall("write_file", input, approver=cancels_then_yes, cancel=cancel))
+    else:
+        outcome = toolbox.call("write_file", input, approver=cancels_then_yes, cancel=cancel)
+    assert outcome["status"] == "error", outcome
+    assert (outcome["error"]["stage"], outcome["error"]["kind"]) == ("approval", "cancelled")
+    assert (root / "notes.txt").read_text() == ORIGINAL
+    assert toolbox.journal() == []

@@ -12,9 +12,6 @@ import turngate
 from conftest import ORIGINAL
 from fake_provider import sse
 
-SLOW_MS = 3000
-
-
 def anthropic_turn(calls: list[tuple[str, str, dict]]) -> bytes:
     """A Messages turn asking for `calls` (id, tool, input), in the shape the API streams it."""
     message = {"id": "msg_t", "type": "message", "role": "assistant", "model": "fake", "content": [],
@@ -35,46 +32,52 @@ def anthropic_turn(calls: list[tuple[str, str, dict]]) -> bytes:
     return sse(events)
 
 
+def staged(root) -> bool:
+    """Whether a call has staged a write beneath `root` (it is running, past its first write)."""
+    staging = root / ".turngate" / "staging"
+    return staging.exists() and any(staging.iterdir())
+
+
 def test_two_threads_run_turns_at_once_on_different_roots(tmp_path, hostile_tools):
+    """One thread's turn spins until it is cancelled; the other thread's turn runs and finishes
+    meanwhile and then cancels the first. Had either held the GIL, the second turn could not finish
+    while the first ran, and the first would end at its wall-time limit instead of the cancel."""
     roots = []
     for name in ("one", "two"):
         (tmp_path / name).mkdir()
         roots.append(tmp_path / name)
-    toolboxes = [turngate.Toolbox(r, tools_dir=hostile_tools, timeout_ms=SLOW_MS) for r in roots]
+    spinning, quick = (turngate.Toolbox(r, tools_dir=hostile_tools, timeout_ms=600_000) for r in roots)
+    cancel = turngate.Cancel()
     reports = {}
-    start = threading.Barrier(2)
 
-    def run(index):
-        turn = anthropic_turn([
-            ("w", "write_file", {"path": "mine.txt", "content": f"root {index}"}),
-            ("s", "hostile_rw", {"attack": "sleep", "path": "sleeping.txt"}),
-        ])
-        start.wait()
-        reports[index] = toolboxes[index].run_turn("anthropic", turn)
+    def spin():
+        turn = anthropic_turn([("s", "hostile_rw", {"attack": "write_all_then_spin", "path": "a.txt", "arg": "a.txt"})])
+        reports["spin"] = spinning.run_turn("anthropic", turn, cancel=cancel)
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
-    began = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.monotonic() - began
-    for index, root in enumerate(roots):
-        write, sleep = reports[index]["calls"]
-        assert write["status"] == "ok" and (root / "mine.txt").read_text() == f"root {index}"
-        assert sleep["status"] == "error" and "time" in sleep["reason"]
-        assert not (root / "sleeping.txt").exists()
-    # Each turn waits SLOW_MS for its sleeping call: together, not one after the other.
-    assert elapsed < 1.7 * SLOW_MS / 1000, f"the turns took {elapsed:.1f}s: they did not run at once"
+    thread = threading.Thread(target=spin)
+    thread.start()
+    while not staged(roots[0]):  # the spinning call is under way
+        time.sleep(0.01)
+    turn = anthropic_turn([("w", "write_file", {"path": "mine.txt", "content": "root two"})])
+    reports["quick"] = quick.run_turn("anthropic", turn)
+    assert thread.is_alive(), "the spinning turn ended before it was cancelled"
+    cancel.cancel()
+    thread.join()
+    assert reports["quick"]["calls"][0]["status"] == "ok"
+    assert (roots[1] / "mine.txt").read_text() == "root two"
+    [stopped] = reports["spin"]["calls"]
+    assert stopped["step"] == "cancelled", stopped
+    assert not (roots[0] / "a.txt").exists()
 
 
 def test_a_cancelled_async_call_applies_nothing(root, hostile_tools):
-    toolbox = turngate.Toolbox(root, tools_dir=hostile_tools, timeout_ms=60_000)
+    toolbox = turngate.Toolbox(root, tools_dir=hostile_tools, timeout_ms=600_000)
     spin = {"attack": "write_all_then_spin", "path": "notes.txt", "arg": "notes.txt"}
 
     async def main():
         task = asyncio.create_task(toolbox.acall("hostile_rw", spin))
-        await asyncio.sleep(1.0)
+        while not staged(root):  # the call is running: it wrote, and spins
+            await asyncio.sleep(0.01)
         began = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -82,7 +85,8 @@ def test_a_cancelled_async_call_applies_nothing(root, hostile_tools):
         return time.monotonic() - began
 
     stopped_in = asyncio.run(main())
-    assert stopped_in < 20, f"the call ran on for {stopped_in:.1f}s after the task was cancelled"
+    # Not a speed check: uncancelled, the call would spin to its 600 s wall-time limit.
+    assert stopped_in < 300, f"the call ran on for {stopped_in:.1f}s after the task was cancelled"
     assert (root / "notes.txt").read_text() == ORIGINAL
     assert toolbox.journal() == []
     # The same call without the spin applies: only the cancellation kept it out.
@@ -97,7 +101,13 @@ def test_a_cancel_signal_stops_a_turn_from_another_thread(root, hostile_tools):
         ("s", "hostile_rw", {"attack": "write_all_then_spin", "path": "notes.txt", "arg": "notes.txt"}),
         ("w", "write_file", {"path": "notes.txt", "content": "late"}),
     ])
-    threading.Timer(1.0, cancel.cancel).start()
+
+    def cancel_once_running():
+        while not staged(root):
+            time.sleep(0.01)
+        cancel.cancel()
+
+    threading.Thread(target=cancel_once_running).start()
     report = toolbox.run_turn("anthropic", turn, cancel=cancel)
-    assert [c["status"] for c in report["calls"]] == ["error", "error"]
+    assert [c["step"] for c in report["calls"]] == ["cancelled", "cancelled"]
     assert (root / "notes.txt").read_text() == ORIGINAL

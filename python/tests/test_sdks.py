@@ -9,7 +9,13 @@ import openai
 import turngate
 
 from conftest import WRITTEN
-from fake_provider import FINAL_TEXT, FakeProvider, anthropic_history_error, responses_history_error
+from fake_provider import (
+    FINAL_TEXT,
+    WRITE_TURN,
+    FakeProvider,
+    anthropic_history_error,
+    responses_history_error,
+)
 
 
 def test_anthropic_sdk_bytes_in_history_back(root):
@@ -83,3 +89,40 @@ def test_the_fake_providers_check_refuses_a_history_without_its_answers():
     call = {"type": "function_call", "call_id": "u1", "name": "write_file", "arguments": "{}"}
     assert responses_history_error({"input": [{"role": "user", "content": "hi"}, call]})
     assert responses_history_error({"input": [call, {"type": "function_call_output", "call_id": "u1", "output": {"x": 1}}]})
+
+
+def test_a_connection_dropped_mid_turn_is_an_incomplete_report(root):
+    """The SDK's connection drops half way through the write turn: no exception escapes `run_turn` or
+    `arun_turn`; the turn is `incomplete`, its call answered `not_run`, nothing written, and the
+    HTTP client's own error kept as `read_error`."""
+    whole = WRITE_TURN["anthropic"].read_bytes()
+    cut = whole.index(b"message_delta")  # after the tool input, before the ending
+    toolbox = turngate.Toolbox(root)
+
+    def sync_turn(fake):
+        client = anthropic.Anthropic(base_url=fake.base_url, api_key="test", max_retries=0)
+        with client.messages.with_streaming_response.create(
+            model="fake", max_tokens=1024, messages=[{"role": "user", "content": "Update."}], stream=True,
+            tools=toolbox.tool_definitions("anthropic"),
+        ) as response:
+            return toolbox.run_turn("anthropic", response.iter_bytes())
+
+    async def async_turn(fake):
+        client = anthropic.AsyncAnthropic(base_url=fake.base_url, api_key="test", max_retries=0)
+        async with client.messages.with_streaming_response.create(
+            model="fake", max_tokens=1024, messages=[{"role": "user", "content": "Update."}], stream=True,
+            tools=toolbox.tool_definitions("anthropic"),
+        ) as response:
+            return await toolbox.arun_turn("anthropic", response.iter_bytes())
+
+    for run in (sync_turn, lambda fake: asyncio.run(async_turn(fake))):
+        with FakeProvider("anthropic", drop_at=cut) as fake:
+            report = run(fake)
+        assert report["turn"]["status"] == "incomplete", report["turn"]
+        assert [(c["id"], c["status"]) for c in report["calls"]] == [("u1", "not_run")]
+        assert report["history"] == []
+        error = report["read_error"]
+        assert isinstance(error, Exception) and not isinstance(error, turngate.TurngateError), error
+        assert type(error).__module__.split(".")[0].startswith("httpx"), type(error)
+        assert (root / "notes.txt").read_text() != WRITTEN
+    assert toolbox.journal() == []

@@ -15,10 +15,13 @@ approvers.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
+import logging
 import os
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
-from typing import Any, Literal, TypedDict, Union
+import threading
+from collections.abc import AsyncIterable, Awaitable, Callable, Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Union, cast, overload
 
 from ._turngate import (
     Cancel,
@@ -37,7 +40,10 @@ from ._turngate import Toolbox as _Toolbox
 __all__ = [
     "ApprovalRequest",
     "Approver",
+    "CallOutcome",
+    "CallReport",
     "Cancel",
+    "GeminiTool",
     "InternalError",
     "PolicyError",
     "Provider",
@@ -46,6 +52,7 @@ __all__ = [
     "Toolbox",
     "Turn",
     "TurnDecoder",
+    "TurnReport",
     "TurngateError",
     "UndoError",
     "UsageError",
@@ -53,10 +60,92 @@ __all__ = [
     "adecode_turn",
 ]
 
+if TYPE_CHECKING:
+    # The SDKs' own parameter types, so that `tools=toolbox.tool_definitions(...)` type-checks in
+    # `messages.create`, `chat.completions.create` and `responses.create`; without an SDK installed,
+    # its tools are `Any` to a type checker.
+    from anthropic.types import ToolParam as AnthropicTool  # type: ignore[import-not-found,unused-ignore]
+    from openai.types.chat import (  # type: ignore[import-not-found,unused-ignore]
+        ChatCompletionFunctionToolParam as OpenAIChatTool,
+    )
+    from openai.types.responses import (  # type: ignore[import-not-found,unused-ignore]
+        FunctionToolParam as OpenAIResponsesTool,
+    )
+
 Provider = Literal["anthropic", "openai-chat", "openai-responses", "gemini"]
 Chunk = Union[bytes, bytearray, memoryview, str]
 Body = Union[Chunk, Iterable[Chunk]]
 AsyncBody = Union[Body, AsyncIterable[Chunk]]
+
+
+class GeminiFunctionDeclaration(TypedDict):
+    name: str
+    description: str
+    parametersJsonSchema: dict[str, Any]
+
+
+class GeminiTool(TypedDict):
+    """One entry of Gemini's ``tools`` (``functionDeclarations``, in the REST API's own spelling)."""
+
+    functionDeclarations: list[GeminiFunctionDeclaration]
+
+
+class TurnJson(TypedDict):
+    id: str
+    status: Literal["completed", "truncated", "refused", "filtered", "errored", "malformed", "incomplete"]
+    stop_reason: str | None
+    detail: str
+
+
+class CallReport(TypedDict):
+    """The verdict on one call of a turn (docs/report.md)."""
+
+    kind: str
+    id: str | None
+    name: str
+    status: Literal["ok", "error", "not_run"]
+    reason: str | None
+    step: str | None
+    output: str | None
+    changes: list[dict[str, str]]
+
+
+class _TurnReportFields(TypedDict):
+    turn: TurnJson
+    calls: list[CallReport]
+    history: list[Any]
+
+
+class TurnReport(_TurnReportFields, total=False):
+    """What ``run_turn`` and ``process_turn`` answer (docs/report.md). ``history`` is empty for a turn
+    that did not complete: nothing goes back to the model, the caller regenerates the turn."""
+
+    requests: list[dict[str, Any]]
+    audit: list[dict[str, Any]]
+    read_error: Exception
+
+
+class CallErrorJson(TypedDict):
+    stage: Literal["gate", "approval", "tool", "sandbox", "apply"]
+    kind: str
+    message: str
+
+
+class _CallOutcomeFields(TypedDict):
+    tool: str
+    status: Literal["ok", "error"]
+    changes: list[dict[str, Any]]
+    stdout: str
+    stderr: str
+    duration_ms: float
+
+
+class CallOutcome(_CallOutcomeFields, total=False):
+    """What ``call`` answers, as ``turngate call`` prints it."""
+
+    output: str
+    error: CallErrorJson
+    requests: list[dict[str, Any]]
 
 
 class ChangeJson(TypedDict, total=False):
@@ -89,7 +178,10 @@ class ApprovalRequest(TypedDict):
 
 
 Approver = Callable[[ApprovalRequest], Union[bool, Awaitable[bool]]]
-"""Answers True to let a call apply; False (or anything but True, or an exception) denies it."""
+"""Answers True to let a call apply; False (or anything but True, or an exception) denies it. An
+exception is logged once, as a warning of the ``turngate`` logger, with its traceback."""
+
+_log = logging.getLogger("turngate")
 
 
 def _chunks(body: Body) -> Iterable[Chunk]:
@@ -113,13 +205,22 @@ def decode_turn(
     """Decodes a whole response body (SSE, or a non-streamed JSON body) given whole or in chunks.
     ``forced_tool_choice`` and ``max_output_tokens`` as the request asked: a turn whose usage reached
     ``max_output_tokens`` was cut, whatever its stop reason. ``on_text`` sees the visible text in order
-    (a JSON body's text only at its end)."""
+    (a JSON body's text only at its end). An exception raised while reading the chunks (a dropped
+    connection) ends the body where it stopped: the turn is decoded as far as it came, so a cut turn
+    is ``incomplete`` and runs nothing, and the exception is its ``read_error``."""
     decoder = TurnDecoder(
         provider, forced_tool_choice=forced_tool_choice, max_output_tokens=max_output_tokens
     )
-    for chunk in _chunks(body):
-        _echo(decoder.feed(chunk), on_text)
-    return _finished(decoder, on_text)
+    chunks = _chunks(body)
+    read_error = None
+    try:
+        for chunk in chunks:
+            _echo(decoder.feed(chunk), on_text)
+    except TurngateError:
+        raise
+    except Exception as error:
+        read_error = error
+    return _finished(decoder, on_text, read_error)
 
 
 async def adecode_turn(
@@ -142,9 +243,15 @@ async def adecode_turn(
     decoder = TurnDecoder(
         provider, forced_tool_choice=forced_tool_choice, max_output_tokens=max_output_tokens
     )
-    async for chunk in body:
-        _echo(decoder.feed(chunk), on_text)
-    return _finished(decoder, on_text)
+    read_error = None
+    try:
+        async for chunk in body:
+            _echo(decoder.feed(chunk), on_text)
+    except TurngateError:
+        raise
+    except Exception as error:
+        read_error = error
+    return _finished(decoder, on_text, read_error)
 
 
 def _echo(texts: list[str], on_text: Callable[[str], object] | None) -> None:
@@ -153,8 +260,10 @@ def _echo(texts: list[str], on_text: Callable[[str], object] | None) -> None:
             on_text(text)
 
 
-def _finished(decoder: TurnDecoder, on_text: Callable[[str], object] | None) -> Turn:
-    turn, texts = decoder.finish_with_text()
+def _finished(
+    decoder: TurnDecoder, on_text: Callable[[str], object] | None, read_error: Exception | None
+) -> Turn:
+    turn, texts = decoder.finish_with_text(read_error=read_error)
     _echo(texts, on_text)
     return turn
 
@@ -163,52 +272,111 @@ async def _awaited(answer: Awaitable[bool]) -> bool:
     return await answer
 
 
-def _blocking_approver(approver: Approver | None) -> Callable[[ApprovalRequest], object] | None:
+class _Withdrawn(Exception):
+    """The question was withdrawn: the call it was about was cancelled."""
+
+
+def _decided(
+    approver: Approver, request: ApprovalRequest, wait: Callable[[Awaitable[bool]], bool]
+) -> bool:
+    """The approver's answer (``wait`` awaits an async one): only True approves; an exception denies
+    and is logged once, a withdrawn question denies silently (the call is cancelled anyway)."""
+    try:
+        answer = approver(request)
+        if inspect.isawaitable(answer):
+            answer = wait(answer)
+    except _Withdrawn:
+        return False
+    except Exception:
+        _log.warning(
+            "the approver raised while asked about `%s` call %s: the call is denied",
+            request["tool"],
+            request["id"],
+            exc_info=True,
+        )
+        return False
+    return answer is True
+
+
+def _blocking_approver(approver: Approver | None) -> Callable[[ApprovalRequest], bool] | None:
     """The approver as the library calls it, from a thread with no event loop of its own."""
     if approver is None:
         return None
+    given = approver
 
     def ask(request: ApprovalRequest) -> bool:
-        answer = approver(request)
-        if inspect.isawaitable(answer):
-            answer = asyncio.run(_awaited(answer))
-        return answer
+        return _decided(given, request, lambda answer: asyncio.run(_awaited(answer)))
 
     return ask
 
 
-def _loop_approver(
-    approver: Approver | None, loop: asyncio.AbstractEventLoop
-) -> Callable[[ApprovalRequest], object] | None:
-    """The approver as the library calls it from a worker thread: an async answer is awaited on the
-    caller's event loop."""
-    if approver is None:
-        return None
+class _Questions:
+    """The questions an async call has open on its caller's event loop, withdrawn (their coroutines
+    cancelled) when the awaiting task is cancelled, so no one waits for a user who is no longer
+    asked."""
 
-    def ask(request: ApprovalRequest) -> bool:
-        answer = approver(request)
-        if inspect.isawaitable(answer):
-            answer = asyncio.run_coroutine_threadsafe(_awaited(answer), loop).result()
-        return answer
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._open: set[concurrent.futures.Future[bool]] = set()
+        self._withdrawn = False
 
-    return ask
+    def wait(self, answer: Awaitable[bool]) -> bool:
+        """Awaits ``answer`` on the loop, from the call's worker thread."""
+        with self._lock:
+            if self._withdrawn:
+                if isinstance(answer, Coroutine):
+                    answer.close()
+                raise _Withdrawn
+            question = asyncio.run_coroutine_threadsafe(_awaited(answer), self._loop)
+            self._open.add(question)
+        try:
+            return question.result()
+        except concurrent.futures.CancelledError:
+            raise _Withdrawn from None
+        finally:
+            with self._lock:
+                self._open.discard(question)
+
+    def withdraw(self) -> None:
+        with self._lock:
+            self._withdrawn = True
+            for question in self._open:
+                question.cancel()
+
+    def approver(self, approver: Approver | None) -> Callable[[ApprovalRequest], bool] | None:
+        """The approver as the library calls it from the worker thread."""
+        if approver is None:
+            return None
+        given = approver
+        return lambda request: _decided(given, request, self.wait)
 
 
-async def _in_thread(work: Callable[[Cancel], Any], cancel: Cancel | None) -> Any:
-    """Runs ``work`` in a worker thread; if the awaiting task is cancelled, sets the signal, waits for
-    the library to stop the call (a stopped call applies nothing), then lets the cancellation through."""
+async def _in_thread(
+    work: Callable[[Cancel], Any], cancel: Cancel | None, questions: _Questions
+) -> Any:
+    """Runs ``work`` in a worker thread; if the awaiting task is cancelled, sets the signal, withdraws
+    the questions open on the loop, waits for the library to stop the call (a stopped call applies
+    nothing, whatever the approver answered), then lets the cancellation through."""
     signal = cancel if cancel is not None else Cancel()
-    loop = asyncio.get_running_loop()
-    running = loop.run_in_executor(None, work, signal)
+    running = questions._loop.run_in_executor(None, work, signal)
     try:
         return await asyncio.shield(running)
     except asyncio.CancelledError:
         signal.cancel()
+        questions.withdraw()
         try:
             await running
         except Exception:
             pass
         raise
+
+
+def _with_read_error(report: dict[str, Any], turn: Turn) -> TurnReport:
+    """The report, with the error its body's reading ended with (``read_error``) when there was one."""
+    if turn.read_error is not None:
+        report["read_error"] = turn.read_error
+    return cast(TurnReport, report)
 
 
 class Toolbox:
@@ -260,8 +428,19 @@ class Toolbox:
         """The loaded tools."""
         return self._inner.tool_names
 
-    def tool_definitions(self, provider: Provider) -> list[dict[str, Any]]:
-        """The tools in the shape the provider's request takes (``tools=``)."""
+    @overload
+    def tool_definitions(self, provider: Literal["anthropic"]) -> list[AnthropicTool]: ...
+    @overload
+    def tool_definitions(self, provider: Literal["openai-chat"]) -> list[OpenAIChatTool]: ...
+    @overload
+    def tool_definitions(
+        self, provider: Literal["openai-responses"]
+    ) -> list[OpenAIResponsesTool]: ...
+    @overload
+    def tool_definitions(self, provider: Literal["gemini"]) -> list[GeminiTool]: ...
+    def tool_definitions(self, provider: Provider) -> list[Any]:
+        """The tools in the shape the provider's request takes (``tools=``), typed as the official
+        SDK's own tool parameters when it is installed (``anthropic``, ``openai``)."""
         return self._inner.tool_definitions(provider)
 
     # --- one call ---------------------------------------------------------------------------------
@@ -276,11 +455,12 @@ class Toolbox:
         call_id: str | None = None,
         turn_id: str | None = None,
         cancel: Cancel | None = None,
-    ) -> dict[str, Any]:
+    ) -> CallOutcome:
         """Runs one call as ``turngate call`` does; answers its outcome (``status``, ``output`` or
         ``error`` with ``stage``/``kind``/``message``, ``changes``). ``input`` is JSON text (checked
-        strictly as the model sent it) or a dict."""
-        return self._inner.call(
+        strictly as the model sent it) or a dict. A ``cancel`` set while the approver decides wins
+        over its answer: nothing applies, and the error's ``kind`` is ``cancelled``."""
+        outcome = self._inner.call(
             tool,
             input,
             approver=_blocking_approver(approver),
@@ -289,6 +469,7 @@ class Toolbox:
             turn_id=turn_id,
             cancel=cancel,
         )
+        return cast(CallOutcome, outcome)
 
     async def acall(
         self,
@@ -300,11 +481,13 @@ class Toolbox:
         call_id: str | None = None,
         turn_id: str | None = None,
         cancel: Cancel | None = None,
-    ) -> dict[str, Any]:
+    ) -> CallOutcome:
         """`call` on a worker thread; cancelling the awaiting task stops the call, which applies
-        nothing."""
-        ask = _loop_approver(approver, asyncio.get_running_loop())
-        return await _in_thread(
+        nothing (also when the approver was asked: its question is withdrawn, and a yes that comes
+        anyway applies nothing)."""
+        questions = _Questions(asyncio.get_running_loop())
+        ask = questions.approver(approver)
+        outcome = await _in_thread(
             lambda signal: self._inner.call(
                 tool,
                 input,
@@ -315,7 +498,9 @@ class Toolbox:
                 cancel=signal,
             ),
             cancel,
+            questions,
         )
+        return cast(CallOutcome, outcome)
 
     # --- a whole turn -----------------------------------------------------------------------------
 
@@ -328,16 +513,20 @@ class Toolbox:
         turn_id: str | None = None,
         cancel: Cancel | None = None,
         audit: bool = False,
-    ) -> dict[str, Any]:
+    ) -> TurnReport:
         """Gates a decoded turn as ``turngate run`` does; answers the report (``turn``, ``calls``,
-        ``history``). Raises ``StreamParseError`` (with ``.report``) for a malformed turn."""
-        return self._inner.process_turn(
+        ``history``, see docs/report.md). Raises ``StreamParseError`` (with ``.report``) for a
+        malformed turn."""
+        return _with_read_error(
+            self._inner.process_turn(
+                turn,
+                approver=_blocking_approver(approver),
+                review=review,
+                turn_id=turn_id,
+                cancel=cancel,
+                audit=audit,
+            ),
             turn,
-            approver=_blocking_approver(approver),
-            review=review,
-            turn_id=turn_id,
-            cancel=cancel,
-            audit=audit,
         )
 
     def run_turn(
@@ -353,10 +542,12 @@ class Toolbox:
         forced_tool_choice: bool = False,
         max_output_tokens: int | None = None,
         on_text: Callable[[str], object] | None = None,
-    ) -> dict[str, Any]:
+    ) -> TurnReport:
         """Decodes the raw response body (bytes, or chunks as ``iter_bytes()`` gives them) and gates
         the turn: nothing runs unless the turn completed. ``report["history"]`` is ready to append to
-        the next request's ``messages`` / ``input`` / ``contents``."""
+        the next request's ``messages`` / ``input`` / ``contents``. A body whose reading fails (the
+        connection dropped) is decoded as far as it came: the turn is cut (every call ``not_run``)
+        and the report keeps the error as ``read_error``."""
         turn = decode_turn(
             provider,
             body,
@@ -382,20 +573,27 @@ class Toolbox:
         turn_id: str | None = None,
         cancel: Cancel | None = None,
         audit: bool = False,
-    ) -> dict[str, Any]:
-        """`process_turn` on a worker thread; cancelling the awaiting task stops the running call
-        (nothing of it applies) and answers the rest ``cancelled``."""
-        ask = _loop_approver(approver, asyncio.get_running_loop())
-        return await _in_thread(
-            lambda signal: self._inner.process_turn(
-                turn,
-                approver=ask,
-                review=review,
-                turn_id=turn_id,
-                cancel=signal,
-                audit=audit,
+    ) -> TurnReport:
+        """`process_turn` on a worker thread. Cancelling the awaiting task stops the running call
+        (nothing of it applies, whatever the approver answers) and raises ``CancelledError``; the
+        library answers that call and the rest as errors whose ``step`` is ``cancelled``, in the
+        report nobody awaits any more (pass ``cancel`` and set it yourself to get the report)."""
+        questions = _Questions(asyncio.get_running_loop())
+        ask = questions.approver(approver)
+        return _with_read_error(
+            await _in_thread(
+                lambda signal: self._inner.process_turn(
+                    turn,
+                    approver=ask,
+                    review=review,
+                    turn_id=turn_id,
+                    cancel=signal,
+                    audit=audit,
+                ),
+                cancel,
+                questions,
             ),
-            cancel,
+            turn,
         )
 
     async def arun_turn(
@@ -411,7 +609,7 @@ class Toolbox:
         forced_tool_choice: bool = False,
         max_output_tokens: int | None = None,
         on_text: Callable[[str], object] | None = None,
-    ) -> dict[str, Any]:
+    ) -> TurnReport:
         """`run_turn` for async code: ``body`` may be an async iterator (the async clients' ``iter_bytes()``)."""
         turn = await adecode_turn(
             provider,

@@ -35,6 +35,8 @@ class Turn:
     def detail(self) -> str: ...
     @property
     def text(self) -> str: ...
+    @property
+    def read_error(self) -> Exception | None: ...
     def to_dict(self) -> dict[str, Any]: ...
 
 class TurnDecoder:
@@ -46,8 +48,8 @@ class TurnDecoder:
         max_output_tokens: int | None = None,
     ) -> None: ...
     def feed(self, chunk: _Chunk) -> list[str]: ...
-    def finish(self) -> Turn: ...
-    def finish_with_text(self) -> tuple[Turn, list[str]]: ...
+    def finish(self, *, read_error: Exception | None = None) -> Turn: ...
+    def finish_with_text(self, *, read_error: Exception | None = None) -> tuple[Turn, list[str]]: ...
 
 class Toolbox:
     def __init__(
@@ -74,7 +76,7 @@ class Toolbox:
         tool: str,
         input: str | Mapping[str, Any],
         *,
-        approver: Callable[[dict[str, Any]], bool] | None = None,
+        approver: Callable[[Any], bool] | None = None,  # gets a turngate.ApprovalRequest
         review: bool = False,
         call_id: str | None = None,
         turn_id: str | None = None,
@@ -84,7 +86,7 @@ class Toolbox:
         self,
         turn: Turn,
         *,
-        approver: Callable[[dict[str, Any]], bool] | None = None,
+        approver: Callable[[Any], bool] | None = None,  # gets a turngate.ApprovalRequest
         review: bool = False,
         turn_id: str | None = None,
         cancel: Cancel | None = None,

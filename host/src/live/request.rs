@@ -160,7 +160,10 @@ pub fn tool_definitions(provider: Provider, toolbox: &Toolbox) -> Value {
         ),
         Provider::OpenAiResponses => Value::Array(
             tools
-                .map(|d| json!({"type": "function", "name": d.name, "description": d.description, "parameters": d.input_schema}))
+                // `strict: false` said outright: the Responses API's strict mode rewrites what a schema
+                // may say (every property required, no other properties), and the gate checks each
+                // call against the tool's own schema anyway.
+                .map(|d| json!({"type": "function", "name": d.name, "description": d.description, "parameters": d.input_schema, "strict": false}))
                 .collect(),
         ),
         Provider::Gemini => {
