@@ -174,6 +174,9 @@ export type TurnOptions = {
  */
 export type CallError = {
     stage: "gate" | "approval" | "tool" | "sandbox" | "apply";
+    /**
+     * `cancelled` for a call cancelled at any stage.
+     */
     kind: string;
     message: string;
 };
@@ -201,15 +204,24 @@ export type CallReport = {
     kind: string;
     id: string | null;
     name: string;
-    status: string;
+    status: "ok" | "error" | "not_run";
     reason: string | null;
+    /**
+     * The gate step or failure kind behind an error (`cancelled` for a
+     * cancelled call); `null` when ok.
+     */
+    step: string | null;
+    /**
+     * The tool's output when ok (what the history's result carries).
+     */
+    output: string | null;
     changes: {
         path: string;
         kind: string;
     }[];
 };
 /**
- * A turn's report, as `turngate run` prints it.
+ * A turn's report: what `turngate run` prints, with each call's `output` and `step`.
  */
 export type TurnReport = {
     turn: {
@@ -220,10 +232,16 @@ export type TurnReport = {
     };
     calls: CallReport[];
     /**
-     * Provider-native messages (or items, or contents) to append to the next request.
+     * Provider-native messages (or items, or contents) to append to the next
+     * request; empty for a turn that did not complete (nothing to send back: regenerate it).
      */
     history: any[];
     audit?: unknown[] | undefined;
+    /**
+     * The error reading the body ended with (`runTurn` only; the turn was
+     * decoded as far as it came, and a cut turn runs nothing).
+     */
+    read_error?: unknown;
 };
 /**
  * One entry of the root's journal.
@@ -249,6 +267,39 @@ export type UndoTarget = {
 } | {
     seq: number;
 };
+/**
+ * One call's answer as the Vercel AI SDK's `ToolResultPart` (package `ai`).
+ */
+export type AiSdkToolResult = {
+    type: "tool-result";
+    toolCallId: string;
+    toolName: string;
+    output: {
+        type: "text";
+        value: string;
+    } | {
+        type: "error-text";
+        value: string;
+    };
+};
+/**
+ * The Vercel AI SDK's `ToolModelMessage` for a turn's calls.
+ */
+export type AiSdkToolMessage = {
+    role: "tool";
+    content: AiSdkToolResult[];
+};
+/**
+ * The Vercel AI SDK's tool-result messages for a report: one `{role: 'tool', content: [...]}` with a
+ * `tool-result` part per call ID, to append after the assistant message of the SDK's own
+ * `response.messages` (declare the tools without `execute`, so the SDK reports the calls and turngate
+ * runs them). A call that ran ok answers its `output` as text; any other answers its reason as
+ * `error-text`, never a made-up success. A turn that did not complete answers `[]`: nothing goes back,
+ * the turn is regenerated.
+ * @param {TurnReport} report
+ * @returns {AiSdkToolMessage[]}
+ */
+export function aiSdkToolMessages(report: TurnReport): AiSdkToolMessage[];
 /** Tools, a root, a policy and the root's journal. Make one with `await Toolbox.open({...})`. */
 export class Toolbox {
     /**
@@ -304,7 +355,8 @@ export class Toolbox {
     /**
      * Decodes `body` (see `decodeTurn`) and gates the turn: the raw response of `fetch` or an SDK's
      * `.asResponse()`, its `body`, chunks, or a whole JSON body. Options: those of `decodeTurn` and of
-     * `processTurn`.
+     * `processTurn`. A body whose reading failed is decoded as far as it came (cut: nothing runs, every
+     * call `not_run`), and the report keeps the error as `read_error`.
      * @param {Provider} provider
      * @param {Body} body
      * @param {DecodeOptions & TurnOptions} [options]

@@ -386,7 +386,8 @@ class Toolbox {
   /**
    * Decodes `body` (see `decodeTurn`) and gates the turn: the raw response of `fetch` or an SDK's
    * `.asResponse()`, its `body`, chunks, or a whole JSON body. Options: those of `decodeTurn` and of
-   * `processTurn`.
+   * `processTurn`. A body whose reading failed is decoded as far as it came (cut: nothing runs, every
+   * call `not_run`), and the report keeps the error as `read_error`.
    * @param {Provider} provider
    * @param {Body} body
    * @param {DecodeOptions & TurnOptions} [options]
@@ -395,7 +396,9 @@ class Toolbox {
   async runTurn(provider, body, options = {}) {
     const { forcedToolChoice, maxOutputTokens, onText, ...rest } = options;
     const turn = await decodeTurn(provider, body, { forcedToolChoice, maxOutputTokens, onText });
-    return this.processTurn(turn, rest);
+    const report = await this.processTurn(turn, rest);
+    if (turn.readError !== undefined) report.read_error = turn.readError;
+    return report;
   }
 
   /**
@@ -418,6 +421,33 @@ class Toolbox {
   }
 }
 
+/**
+ * The Vercel AI SDK's tool-result messages for a report: one `{role: 'tool', content: [...]}` with a
+ * `tool-result` part per call ID, to append after the assistant message of the SDK's own
+ * `response.messages` (declare the tools without `execute`, so the SDK reports the calls and turngate
+ * runs them). A call that ran ok answers its `output` as text; any other answers its reason as
+ * `error-text`, never a made-up success. A turn that did not complete answers `[]`: nothing goes back,
+ * the turn is regenerated.
+ * @param {TurnReport} report
+ * @returns {AiSdkToolMessage[]}
+ */
+function aiSdkToolMessages(report) {
+  if (report.turn.status !== 'completed') return [];
+  const content = report.calls
+    .filter((call) => call.id !== null)
+    .map((call) => ({
+      type: /** @type {const} */ ('tool-result'),
+      toolCallId: /** @type {string} */ (call.id),
+      toolName: call.name,
+      output:
+        call.status === 'ok'
+          ? { type: /** @type {const} */ ('text'), value: call.output ?? '' }
+          : { type: /** @type {const} */ ('error-text'), value: call.reason ?? call.status },
+    }));
+  return content.length === 0 ? [] : [{ role: 'tool', content }];
+}
+
+exports.aiSdkToolMessages = aiSdkToolMessages;
 exports.Toolbox = Toolbox;
 exports.Turn = Turn;
 exports.decodeTurn = decodeTurn;
@@ -538,7 +568,7 @@ exports._testing = {
  * Why a call produced no output.
  * @typedef {object} CallError
  * @property {'gate' | 'approval' | 'tool' | 'sandbox' | 'apply'} stage
- * @property {string} kind
+ * @property {string} kind `cancelled` for a call cancelled at any stage.
  * @property {string} message
  */
 
@@ -566,18 +596,24 @@ exports._testing = {
  * @property {string} kind
  * @property {string | null} id
  * @property {string} name
- * @property {string} status
+ * @property {'ok' | 'error' | 'not_run'} status
  * @property {string | null} reason
+ * @property {string | null} step The gate step or failure kind behind an error (`cancelled` for a
+ *   cancelled call); `null` when ok.
+ * @property {string | null} output The tool's output when ok (what the history's result carries).
  * @property {{ path: string, kind: string }[]} changes
  */
 
 /**
- * A turn's report, as `turngate run` prints it.
+ * A turn's report: what `turngate run` prints, with each call's `output` and `step`.
  * @typedef {object} TurnReport
  * @property {{ id: string, status: TurnStatus, stop_reason: string | null, detail: string }} turn
  * @property {CallReport[]} calls
- * @property {any[]} history Provider-native messages (or items, or contents) to append to the next request.
+ * @property {any[]} history Provider-native messages (or items, or contents) to append to the next
+ *   request; empty for a turn that did not complete (nothing to send back: regenerate it).
  * @property {unknown[]} [audit]
+ * @property {unknown} [read_error] The error reading the body ended with (`runTurn` only; the turn was
+ *   decoded as far as it came, and a cut turn runs nothing).
  */
 
 /**
@@ -597,3 +633,17 @@ exports._testing = {
  */
 
 /** @typedef {{ last: true } | { call: string } | { turn: string } | { seq: number }} UndoTarget */
+
+/**
+ * One call's answer as the Vercel AI SDK's `ToolResultPart` (package `ai`).
+ * @typedef {object} AiSdkToolResult
+ * @property {'tool-result'} type
+ * @property {string} toolCallId
+ * @property {string} toolName
+ * @property {{ type: 'text', value: string } | { type: 'error-text', value: string }} output
+ */
+
+/**
+ * The Vercel AI SDK's `ToolModelMessage` for a turn's calls.
+ * @typedef {{ role: 'tool', content: AiSdkToolResult[] }} AiSdkToolMessage
+ */

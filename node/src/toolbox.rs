@@ -280,10 +280,7 @@ impl NativeToolbox {
                 hooks,
             )
             .await;
-            let mut value = report.to_json();
-            if options.audit {
-                value["audit"] = serde_json::to_value(&report.audit).unwrap_or(Value::Null);
-            }
+            let value = report.to_embedding_json(options.audit);
             if report.turn.ending.status == TurnStatus::Malformed {
                 return Err(error_with(
                     Class::StreamParse,

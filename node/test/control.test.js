@@ -49,18 +49,25 @@ test('a turn with an approver that denies applies nothing', async () => {
   assert.deepEqual(await toolbox.journal(), []);
 });
 
+/** Whether a call has staged a write beneath `root`: it is running, past its first write. */
+function staged(root) {
+  const staging = path.join(root, '.turngate', 'staging');
+  return fs.existsSync(staging) && fs.readdirSync(staging).length > 0;
+}
+
 test('an aborted call applies nothing and stops at once', async () => {
   const root = freshRoot();
-  const toolbox = await openToolbox(root, { toolsDir: toolsWith('hostile_rw'), timeoutMs: 60_000 });
+  const toolbox = await openToolbox(root, { toolsDir: toolsWith('hostile_rw'), timeoutMs: 600_000 });
   const spin = { attack: 'write_all_then_spin', arg: 'a.txt,b.txt' };
   const controller = new AbortController();
-  const started = Date.now();
   const call = toolbox.call('hostile_rw', spin, { signal: controller.signal });
-  await new Promise((resolve) => setTimeout(resolve, 500));
+  while (!staged(root)) await new Promise((resolve) => setTimeout(resolve, 10));
+  const started = Date.now();
   controller.abort();
   const outcome = await call;
-  assert.ok(Date.now() - started < 20_000, 'the call ran on after the abort');
-  assert.notEqual(outcome.status, 'ok');
+  // Not a speed check: unaborted, the call would spin to its 600 s wall-time limit.
+  assert.ok(Date.now() - started < 300_000, 'the call ran on after the abort');
+  assert.equal(outcome.error.kind, 'cancelled', JSON.stringify(outcome));
   assert.ok(!fs.existsSync(path.join(root, 'a.txt')));
   assert.ok(!fs.existsSync(path.join(root, 'b.txt')));
   assert.deepEqual(await toolbox.journal(), []);
@@ -123,6 +130,53 @@ test('the event loop answers a timer while a 500-call turn runs', async () => {
   // The turn took a while, and the timer kept firing through it.
   assert.ok(doneAt - started > 20, `the turn took only ${doneAt - started} ms`);
   assert.ok(ticks >= 5, `the timer fired ${ticks} times in ${doneAt - started} ms`);
+});
+
+test('an abort while the approver decides wins over its yes, in a call and at the 50th call of a 500-call turn', async () => {
+  const root = freshRoot();
+  const toolbox = await openToolbox(root);
+  const one = new AbortController();
+  const outcome = await toolbox.call('write_file', WRITE, {
+    review: true,
+    signal: one.signal,
+    approver: async () => {
+      one.abort();
+      return true;
+    },
+  });
+  assert.deepEqual([outcome.error?.stage, outcome.error?.kind], ['approval', 'cancelled'], JSON.stringify(outcome));
+  assert.equal(notes(root), 'Original notes\n');
+
+  const turn = new AbortController();
+  let asked = 0;
+  const report = await toolbox.runTurn('anthropic', manyWrites(500), {
+    review: true,
+    signal: turn.signal,
+    approver: async () => {
+      asked += 1;
+      if (asked === 50) turn.abort();
+      return true;
+    },
+  });
+  assert.equal(asked, 50);
+  assert.deepEqual(report.calls.slice(0, 49).map((c) => c.status), Array(49).fill('ok'));
+  assert.deepEqual(report.calls.slice(49).map((c) => c.step), Array(451).fill('cancelled'));
+  assert.ok(fs.existsSync(path.join(root, 'f48.txt')));
+  assert.ok(!fs.existsSync(path.join(root, 'f49.txt')), 'the call the user said yes to after the abort applied');
+  assert.equal((await toolbox.journal()).length, 49);
+});
+
+test('a report gives each call its output and step, as the Python package does', async () => {
+  const root = freshRoot();
+  const toolbox = await openToolbox(root, { policy: { default: 'read-only' } });
+  const report = await toolbox.runTurn('anthropic', fixture('seed/anthropic_complete.sse'));
+  const [call] = report.calls;
+  assert.deepEqual([call.status, call.step], ['error', 'policy'], JSON.stringify(call));
+  assert.equal(call.output, null);
+  const allowed = await (await openToolbox(freshRoot())).runTurn('anthropic', fixture('seed/anthropic_complete.sse'));
+  assert.deepEqual([allowed.calls[0].status, allowed.calls[0].step], ['ok', null]);
+  assert.equal(typeof allowed.calls[0].output, 'string');
+  assert.ok(allowed.calls[0].output.length > 0);
 });
 
 test('the journal lists applied calls and undo restores them (last, by call, by turn, by seq)', async () => {

@@ -9,7 +9,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 
-const { ANTHROPIC_DONE, checkAnthropic, fixture, freshRoot, fakeProvider, openToolbox } = require('./helpers');
+const { ANTHROPIC_DONE, checkAnthropic, fixture, freshRoot, fakeProvider, openToolbox, turngate } = require('./helpers');
 
 /** An OpenAI Chat turn that ends the conversation. */
 const CHAT_DONE = [
@@ -111,10 +111,10 @@ test('openai (Responses): the raw stream is gated and the history is accepted ba
   }
 });
 
-test('Vercel AI SDK: a custom fetch hands turngate the bytes the SDK reads', async () => {
+test('Vercel AI SDK: a custom fetch hands turngate the bytes the SDK reads, and its results go back', async () => {
   const { streamText, jsonSchema, tool } = await import('ai');
   const { createAnthropic } = await import('@ai-sdk/anthropic');
-  const fake = await fakeProvider([fixture('seed/anthropic_complete.sse')]);
+  const fake = await fakeProvider([fixture('seed/anthropic_complete.sse'), ANTHROPIC_DONE], checkAnthropic);
   try {
     const root = freshRoot();
     const toolbox = await openToolbox(root);
@@ -127,13 +127,11 @@ test('Vercel AI SDK: a custom fetch hands turngate the bytes the SDK reads', asy
     };
     const anthropic = createAnthropic({ apiKey: 'test-key', baseURL: `${fake.url}/v1`, fetch: gatedFetch });
     const [definition] = toolbox.toolDefinitions('anthropic').filter((t) => t.name === 'write_file');
-    const result = streamText({
-      model: anthropic('claude-seed'),
-      maxOutputTokens: 1024,
-      prompt: 'Update the notes.',
-      // No `execute`: the SDK only reports the call; turngate runs it.
-      tools: { write_file: tool({ description: definition.description, inputSchema: jsonSchema(definition.input_schema) }) },
-    });
+    // No `execute`: the SDK only reports the call; turngate runs it.
+    const tools = { write_file: tool({ description: definition.description, inputSchema: jsonSchema(definition.input_schema) }) };
+    /** @type {import('ai').ModelMessage[]} */
+    const messages = [{ role: 'user', content: 'Update the notes.' }];
+    const result = streamText({ model: anthropic('claude-seed'), maxOutputTokens: 1024, messages, tools });
     const calls = await result.toolCalls;
     assert.equal(calls[0].toolCallId, 'u1');
     assert.equal(reports.length, 1);
@@ -141,6 +139,17 @@ test('Vercel AI SDK: a custom fetch hands turngate the bytes the SDK reads', asy
     assert.equal(report.calls[0].id, 'u1');
     assert.equal(report.calls[0].status, 'ok');
     assert.equal(notes(root), 'Final notes\n');
+    // The next request: the SDK's own assistant message, then turngate's results as tool-result parts.
+    const toolMessages = turngate.aiSdkToolMessages(report);
+    assert.deepEqual(toolMessages[0].content[0].output, { type: 'text', value: report.calls[0].output });
+    messages.push(...(await result.response).messages, ...toolMessages);
+    const next = streamText({ model: anthropic('claude-seed'), maxOutputTokens: 1024, messages, tools });
+    assert.equal(await next.text, 'Done.');
+    assert.equal(fake.requests.length, 2);
+    const [answer] = fake.requests[1].messages[2].content;
+    assert.equal(answer.type, 'tool_result');
+    assert.equal(answer.tool_use_id, 'u1');
+    assert.match(JSON.stringify(answer.content), /notes\.txt/);
   } finally {
     await fake.close();
   }

@@ -13,8 +13,10 @@ import {
   StreamParseError,
   UndoError,
   InternalError,
+  aiSdkToolMessages,
 } from 'turngate';
 import type {
+  AiSdkToolMessage,
   ApprovalRequest,
   Approver,
   Body,
@@ -128,6 +130,16 @@ export async function everything(response: Response): Promise<void> {
   });
   const reportStatus: TurnStatus = report.turn.status;
   console.log(report.turn.id, report.turn.stop_reason ?? '', report.turn.detail, report.audit?.length);
+  for (const call of run.calls) {
+    const output: string | null = call.output;
+    const step: string | null = call.step;
+    console.log(output ?? step, run.read_error);
+  }
+  const toolMessages: AiSdkToolMessage[] = aiSdkToolMessages(run);
+  const part = toolMessages[0]?.content[0];
+  if (part !== undefined) console.log(part.toolCallId, part.output.type === 'text' ? part.output.value : '');
+  // @ts-expect-error: a report, not a turn
+  aiSdkToolMessages(turn);
   for (const call of run.calls) console.log(call.kind, call.id ?? '', call.name, call.status, call.reason ?? '', call.changes.map((c) => c.path));
   const history: unknown[] = run.history;
 
