@@ -1,7 +1,10 @@
 //! The `turngate` binary: `call` prints the outcome as JSON and exits 0, 2 or 1.
 
+mod common;
+
 use std::process::Command;
 
+use common::terminal::OnTerminal;
 use serde_json::Value;
 
 fn turngate() -> Command {
@@ -905,4 +908,98 @@ fn demo_shows_a_dropped_and_a_truncated_turn_per_provider_and_neither_writes() {
             );
         }
     }
+}
+
+/// Whether `root` has a journal with any call in it.
+fn journaled(root: &std::path::Path) -> bool {
+    let (code, lines) = journal_command(&["journal"], root);
+    assert_eq!(code, Some(0));
+    !lines.is_empty()
+}
+
+/// Ctrl-C while `run --review` asks on the terminal: the question is answered no at once, the call is
+/// cancelled and nothing is applied or journaled, though the user types yes afterwards; exit 130.
+#[test]
+fn ctrl_c_while_run_asks_cancels_the_call_and_a_later_yes_applies_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("notes.txt"), "Original notes\n").unwrap();
+    let mut run = turngate();
+    run.args(["run", "--provider", "anthropic", "--review", "--root"])
+        .arg(root.path())
+        .arg(fixture("seed/anthropic_complete.sse"));
+    let mut terminal = OnTerminal::spawn(run);
+    terminal.wait_for("Apply them? [y/N]");
+    terminal.interrupt();
+    terminal.wait_for("turngate: stopping");
+    terminal.type_line("y");
+    let (code, stdout) = terminal.finish();
+    assert_eq!(code, Some(130), "{stdout}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["calls"][0]["status"], "error", "{report}");
+    assert!(
+        report["calls"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("cancelled while the user was being asked")),
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
+        "Original notes\n"
+    );
+    assert!(!journaled(root.path()));
+}
+
+/// The same for `call --review`: Ctrl-C while asked, then yes: nothing applied, exit 130.
+#[test]
+fn ctrl_c_while_call_asks_cancels_it() {
+    let root = tempfile::tempdir().unwrap();
+    let mut call = turngate();
+    call.args(["call", "--review", "--root"])
+        .arg(root.path())
+        .args(["write_file", r#"{"path":"notes.txt","content":"x"}"#]);
+    let mut terminal = OnTerminal::spawn(call);
+    terminal.wait_for("Apply them? [y/N]");
+    terminal.interrupt();
+    terminal.wait_for("turngate: stopping");
+    terminal.type_line("y");
+    let (code, stdout) = terminal.finish();
+    assert_eq!(code, Some(130), "{stdout}");
+    let outcome: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(outcome["error"]["kind"], "cancelled", "{outcome}");
+    assert!(!root.path().join("notes.txt").exists());
+    assert!(!journaled(root.path()));
+}
+
+/// `call --log` appends the call's audit record, as `run --log` does: its verdict, the paths it was
+/// approved for, what it changed; a refused call's record masks the query values of the URL it quotes.
+#[test]
+fn call_log_appends_the_calls_audit_record() {
+    let root = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("audit.jsonl");
+    let log_arg = log.to_str().unwrap();
+    call_write(root.path(), "notes.txt", "logged", &["--log", log_arg]);
+    let refused = turngate()
+        .args(["call", "--log", log_arg, "--root"])
+        .arg(root.path())
+        .args(["fetch", r#"{"url":"https://api.test/x?key=s3cret"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(!String::from_utf8_lossy(&refused.stdout).contains("s3cret"));
+    let records: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0]["type"], "call");
+    assert_eq!(records[0]["verdict"], "ok");
+    assert_eq!(records[0]["paths"][0]["path"], "notes.txt");
+    assert_eq!(records[0]["changes"][0]["path"], "notes.txt");
+    assert_eq!(records[1]["verdict"], "error");
+    assert_eq!(records[1]["step"], "url");
+    let reason = records[1]["reason"].as_str().unwrap();
+    assert!(reason.contains("https://api.test/x?key=***"), "{reason}");
+    assert!(!std::fs::read_to_string(&log).unwrap().contains("s3cret"));
 }

@@ -1033,6 +1033,51 @@ fn the_cli_denies_a_call_that_needs_approval_when_there_is_no_terminal() {
     assert!(results[0].1.contains("approval"), "{}", results[0].1);
 }
 
+/// Ctrl-C while `turngate agent` asks on the terminal: the question is answered no at once, the call
+/// applies nothing and is journaled nowhere though the user types yes afterwards, and the session ends
+/// cancelled (130) without another request.
+#[test]
+fn ctrl_c_while_the_agent_asks_cancels_the_call_and_a_later_yes_applies_nothing() {
+    let provider = Provider::Anthropic;
+    let server = FakeProvider::scripted(
+        provider,
+        vec![
+            Reply::Sse(good_write(provider)),
+            Reply::Sse(sse::done(provider)),
+        ],
+    );
+    let ws = workspace();
+    let policy = ws.dir.path().join("policy.toml");
+    std::fs::write(&policy, ASK_POLICY).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
+    command
+        .env(
+            "TURNGATE_CACHE_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache"),
+        )
+        .env(key_var(provider), KEY)
+        .args(["agent", "--provider", provider.as_str(), "--model", "m-1"])
+        .arg("--root")
+        .arg(ws.root_path())
+        .arg("--policy")
+        .arg(&policy)
+        .args(["--base-url", &server.base_url()])
+        .arg("Update the notes.");
+    let mut terminal = common::terminal::OnTerminal::spawn(command);
+    terminal.wait_for("Apply them? [y/N]");
+    terminal.interrupt();
+    terminal.wait_for("turngate: stopping");
+    terminal.type_line("y");
+    let (code, stdout) = terminal.finish();
+    assert_eq!(code, Some(130), "{stdout}");
+    let summary: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(summary["end"]["kind"], "cancelled", "{summary}");
+    assert_eq!(ws.read("notes.txt"), ORIGINAL);
+    let journal = turngate::Journal::open_existing(&ws.root, turngate::Retention::default());
+    assert!(journal.unwrap().is_none_or(|mut j| j.entries().unwrap().is_empty()));
+    assert_eq!(server.count(), 1, "no request after the cancel");
+}
+
 struct Recorder(Vec<LogRecord>);
 
 impl AgentObserver for Recorder {

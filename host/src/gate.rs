@@ -253,7 +253,7 @@ pub fn check_call<'t>(
             };
             grant.allows_url(url).map_err(|reason| GateError::Url {
                 pointer: pointer.clone(),
-                url: url.clone(),
+                url: crate::network::mask_urls(url).into_owned(),
                 reason,
             })?;
         }

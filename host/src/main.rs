@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use turngate::audit::write_jsonl;
+use turngate::audit::{AuditRecord, write_jsonl};
 use turngate::turn::Provider;
 use turngate::{
     CacheSetting, CallContext, Cancel, Effects, Limits, Policy, Root, Toolbox, ToolboxBuilder,
-    TurnHooks, TurnOptions, UndoTarget, process_turn_with,
+    TurnHooks, TurnOptions, UndoTarget, call_audited, process_turn_with,
 };
 
 use turngate::live::agent::{Agent, AgentConfig, RegenerationPolicy};
@@ -32,11 +32,14 @@ const EXIT_CALL_ERROR: u8 = 2;
 /// Exit status: the turn did not complete; nothing ran and the history is empty. For `agent`: a turn did
 /// not complete and regeneration did not help (or was not allowed, as for refusals).
 const EXIT_NOT_COMPLETED: u8 = 3;
+/// Exit status: Ctrl-C cancelled the call or turn (an open question answered no, nothing applied
+/// after it).
+const EXIT_CANCELLED: u8 = 130;
 // `agent` only (see `AgentEnd::exit_code` and `ApiError::exit_code`): 4 the turn limit was reached;
 // 10 auth (401, 403); 11 invalid request (400, 404, 413, other 4xx); 12 rate limit (429, retries or
 // the longest allowed wait exceeded); 13 overloaded (529, 503, `overloaded_error` event); 14 server
 // (other 5xx, other error events); 15 transport (connect, reset, timeout, body cut); 16 stream parse
-// (malformed turns beyond their regenerations); 130 cancelled (Ctrl-C).
+// (malformed turns beyond their regenerations); 130 cancelled (Ctrl-C; also `run` and `call`).
 
 /// Run a model's tool calls safely: strict checks, then WASI components confined to one directory.
 #[derive(Parser)]
@@ -58,7 +61,9 @@ enum Command {
     ///
     /// Prints `{"turn": {...}, "calls": [...], "history": [...]}`. Exit 0: completed and every call ok
     /// (or none); 2: completed with at least one call error; 3: not completed (nothing ran, history
-    /// empty); 1: usage, configuration or I/O error. Text deltas are echoed to stderr as they arrive.
+    /// empty); 130: Ctrl-C while a question could be open (it is answered no; the calls from there
+    /// on are `cancelled`); 1: usage, configuration or I/O error. Text deltas are echoed to stderr as
+    /// they arrive.
     Run {
         /// The provider protocol of the stream.
         #[arg(long, value_parser = parse_provider)]
@@ -96,7 +101,8 @@ enum Command {
     /// the session summary (JSON) goes to stdout. Exit 0: the model finished; 3: a turn did not
     /// complete (truncated beyond its regenerations, refused, filtered); 4: --max-turns reached; 10
     /// auth; 11 invalid request; 12 rate limit; 13 overloaded; 14 server error; 15 transport; 16 stream
-    /// parse; 130 cancelled (Ctrl-C, between calls); 1: usage or configuration error.
+    /// parse; 130 cancelled (Ctrl-C: the running call stops, an open question is answered no); 1: usage
+    /// or configuration error.
     Agent(AgentArgs),
     /// Pull turn jobs from a NATS JetStream work queue and gate each as `run` does, applying every
     /// call's effect exactly once (see ARCHITECTURE.md, "Workers"). Runs until killed.
@@ -120,7 +126,8 @@ enum Command {
     },
     /// Run one tool call through the gate and the sandbox and print its outcome as JSON.
     ///
-    /// Exit 0 when the call succeeded, 2 when it was refused or failed, 1 on a usage or setup error.
+    /// Exit 0 when the call succeeded, 2 when it was refused or failed, 130 when Ctrl-C cancelled it
+    /// (nothing applied), 1 on a usage or setup error.
     Call {
         /// The directory the call is confined to.
         #[arg(long)]
@@ -135,6 +142,9 @@ enum Command {
         /// `call_id` in the outcome.
         #[arg(long, value_name = "ID")]
         call_id: Option<String>,
+        /// Append the call's audit record (JSON Lines, as `run --log` writes them) to this file.
+        #[arg(long)]
+        log: Option<PathBuf>,
         #[command(flatten)]
         toolbox: ToolboxArgs,
         /// The tool's name.
@@ -363,6 +373,21 @@ fn leave_to_exit(toolbox: Toolbox) {
     std::mem::forget(toolbox);
 }
 
+/// The `--log` file, opened for appending (created if missing).
+fn open_log(path: Option<&std::path::Path>) -> Result<Option<std::fs::File>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    // The log is the user's file, outside the root's scope.
+    #[allow(clippy::disallowed_methods)]
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening log {}", path.display()))?;
+    Ok(Some(file))
+}
+
 /// Milliseconds since the Unix epoch (0 before it).
 fn unix_ms() -> u128 {
     std::time::SystemTime::now()
@@ -420,6 +445,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             policy,
             review,
             call_id,
+            log,
             toolbox,
             tool,
             input,
@@ -427,20 +453,29 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let policy = load_policy(policy.as_ref())?;
             let root =
                 Root::open(&root).with_context(|| format!("opening root {}", root.display()))?;
+            let mut log_file = open_log(log.as_deref())?;
             let toolbox = toolbox.build().await?;
             let effects = Effects::default();
             let call_id =
                 call_id.unwrap_or_else(|| format!("call-{}-{:08x}", unix_ms(), fastrand::u32(..)));
+            let cancel = cli::agent::cancel_on_ctrl_c();
             let mut context = CallContext::new(&root, &policy, &effects);
             context.approver = Some(&cli::agent::TerminalApprover);
             context.review = review;
+            context.cancel = Some(&cancel);
             context.call_id = Some(call_id.clone());
-            let outcome = toolbox.call_in(&mut context, &tool, &input).await;
+            let (outcome, record) = call_audited(&toolbox, &mut context, &tool, &input).await;
+            if let (Some(file), Some(path)) = (log_file.as_mut(), &log) {
+                write_jsonl(&[AuditRecord::Call(record)], file)
+                    .with_context(|| format!("writing log {}", path.display()))?;
+            }
             let mut printed = outcome.to_json();
             printed["call_id"] = call_id.into();
             println!("{}", serde_json::to_string_pretty(&printed)?);
             leave_to_exit(toolbox);
-            Ok(ExitCode::from(if outcome.result.is_ok() {
+            Ok(ExitCode::from(if cancel.is_cancelled() {
+                EXIT_CANCELLED
+            } else if outcome.result.is_ok() {
                 EXIT_OK
             } else {
                 EXIT_CALL_ERROR
@@ -460,18 +495,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let policy = load_policy(policy.as_ref())?;
             let root =
                 Root::open(&root).with_context(|| format!("opening root {}", root.display()))?;
-            // The log is the user's file, outside the root's scope.
-            #[allow(clippy::disallowed_methods)]
-            let mut log_file = match &log {
-                Some(path) => Some(
-                    std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(path)
-                        .with_context(|| format!("opening log {}", path.display()))?,
-                ),
-                None => None,
-            };
+            let mut log_file = open_log(log.as_deref())?;
             // Load the tools first: a bad tool is a configuration error, reported before the stream.
             let toolbox = toolbox.build().await?;
             let turn = read_turn(
@@ -486,9 +510,15 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 review,
                 turn_id: None,
             };
+            // Ctrl-C matters while a question may be open (a reviewed turn, a call that may ask):
+            // then it answers the question no and nothing after it runs. Such turns run one call
+            // at a time anyway; any other turn keeps running its next call ahead, and Ctrl-C ends
+            // the process as usual (the journal settles an apply it interrupted).
+            let cancel = (review || turn.calls.iter().any(|c| policy.runs_alone(&c.name)))
+                .then(cli::agent::cancel_on_ctrl_c);
             let hooks = TurnHooks {
                 approver: Some(&cli::agent::TerminalApprover),
-                cancel: None,
+                cancel: cancel.as_ref(),
             };
             let report = process_turn_with(&toolbox, &root, &policy, turn, options, hooks).await;
             leave_to_exit(toolbox);
@@ -501,6 +531,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             writeln!(stdout)?;
             Ok(ExitCode::from(if !report.turn.is_completed() {
                 EXIT_NOT_COMPLETED
+            } else if cancel.as_ref().is_some_and(Cancel::is_cancelled) {
+                EXIT_CANCELLED
             } else if report.all_ok() {
                 EXIT_OK
             } else {
@@ -574,18 +606,7 @@ async fn agent(args: AgentArgs) -> Result<ExitCode> {
             args.provider
         )
     })?;
-    // The log is the user's file, outside the root's scope.
-    #[allow(clippy::disallowed_methods)]
-    let log = match &args.log {
-        Some(path) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("opening log {}", path.display()))?,
-        ),
-        None => None,
-    };
+    let log = open_log(args.log.as_deref())?;
     let toolbox = args.toolbox.build().await?;
     let base_url = args
         .base_url
@@ -616,14 +637,7 @@ async fn agent(args: AgentArgs) -> Result<ExitCode> {
         audit: log.is_some(),
         review: args.review,
     };
-    let cancel = Cancel::new();
-    let on_signal = cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\nturngate: stopping (the running call finishes; nothing after it runs)");
-            on_signal.cancel();
-        }
-    });
+    let cancel = cli::agent::cancel_on_ctrl_c();
     let approver = cli::agent::TerminalApprover;
     let session = Agent {
         client: &client,

@@ -4,6 +4,7 @@
 
 pub mod mcp_http;
 pub mod streams;
+pub mod terminal;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

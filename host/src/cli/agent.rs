@@ -1,11 +1,12 @@
-//! `turngate agent` glue: text to stderr, log records to the log file as they happen, and approval
-//! asked on the terminal (denied when standard input is not a terminal), also for `run` and `call`.
+//! `turngate agent` glue: text to stderr, log records to the log file as they happen, approval asked
+//! on the terminal (denied when standard input is not a terminal) and Ctrl-C as a cancel, also for
+//! `run` and `call`.
 
 use std::fs::File;
 use std::io::{BufRead, IsTerminal, Write};
 
 use turngate::live::agent::{AgentObserver, LogRecord};
-use turngate::{ApprovalFuture, ApprovalRequest, Approver};
+use turngate::{ApprovalFuture, ApprovalRequest, Approver, Cancel};
 
 /// Echoes text deltas to stderr and appends every log record to the log file.
 pub struct CliObserver {
@@ -86,16 +87,32 @@ impl Approver for TerminalApprover {
                 );
                 return false;
             }
-            tokio::task::spawn_blocking(move || {
+            // A thread of its own, not the runtime's blocking pool: a question left open by a
+            // cancel must not keep the process from exiting while it waits for a line.
+            let (answered, answer) = tokio::sync::oneshot::channel();
+            std::thread::spawn(move || {
                 eprint!("{question}");
-                let mut answer = String::new();
-                if std::io::stdin().lock().read_line(&mut answer).is_err() {
-                    return false;
-                }
-                matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
-            })
-            .await
-            .unwrap_or(false)
+                let mut line = String::new();
+                let yes = std::io::stdin().lock().read_line(&mut line).is_ok()
+                    && matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes");
+                let _ = answered.send(yes);
+            });
+            answer.await.unwrap_or(false)
         })
     }
+}
+
+/// A [`Cancel`] set by Ctrl-C (SIGINT): the running call stops and applies nothing, an open question
+/// is answered no, and nothing after it runs. The signal is set before the notice is printed, so
+/// whoever reads the notice knows the cancel is in force.
+pub fn cancel_on_ctrl_c() -> Cancel {
+    let cancel = Cancel::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_signal.cancel();
+            eprintln!("\nturngate: stopping (the running call applies nothing; nothing after it runs)");
+        }
+    });
+    cancel
 }

@@ -28,7 +28,7 @@ pub(crate) use grant::NetworkFile;
 pub use grant::{GrantError, NetworkGrant};
 pub(crate) use hooks::NetworkHooks;
 pub use limits::{NetworkLimitError, NetworkLimits};
-pub use record::RequestRecord;
+pub use record::{RequestRecord, mask_urls};
 pub use rules::RuleError;
 pub(crate) use secrets::SecretFile;
 pub use secrets::{Secret, SecretBinding, SecretError};

@@ -49,9 +49,66 @@ pub(crate) fn shown_url(uri: &http::Uri) -> String {
     url
 }
 
+/// `text` with every `http://` or `https://` URL in it shown as [`shown_url`] shows it (no user
+/// information, query values masked): for messages that quote a URL (a gate refusal, a tool's error,
+/// its stderr), which end up in reports and the audit log. A URL runs to the next whitespace or quote,
+/// less the punctuation that ends a sentence.
+pub fn mask_urls(text: &str) -> std::borrow::Cow<'_, str> {
+    let starts = |at: usize| {
+        let rest = text[at..].as_bytes();
+        [&b"http://"[..], b"https://"]
+            .iter()
+            .any(|scheme| rest.len() >= scheme.len() && rest[..scheme.len()].eq_ignore_ascii_case(scheme))
+    };
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut at = 0;
+    while let Some(found) = text[at..].find(['h', 'H']).map(|i| at + i) {
+        if !starts(found) {
+            at = found + 1;
+            continue;
+        }
+        let token_end = text[found..]
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '<' | '>'))
+            .map_or(text.len(), |i| found + i);
+        // Punctuation that ends a sentence or a bracket is not the URL's.
+        let end = found
+            + text[found..token_end]
+                .trim_end_matches(['.', ',', ';', ':', '!', '?', ')', ']', '}'])
+                .len();
+        let shown = text[found..end]
+            .parse::<http::Uri>()
+            .ok()
+            .filter(|uri| uri.host().is_some())
+            .map(|uri| shown_url(&uri));
+        if let Some(shown) = shown {
+            out.push_str(&text[copied..found]);
+            out.push_str(&shown);
+            copied = end;
+        }
+        at = end.max(found + 1);
+    }
+    if copied == 0 {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_quoted_in_a_message_are_shown_masked() {
+        assert_eq!(
+            mask_urls("GET https://a.test/x?key=s3cret&q=1: refused (`http://u:p@b.test/?t=9`)"),
+            "GET https://a.test/x?key=***&q=***: refused (`http://b.test/?t=***`)"
+        );
+        assert!(matches!(mask_urls("no url here, http: nothing"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(mask_urls("HTTPS://A.test/?k=v."), "https://A.test/?k=***.");
+        assert_eq!(mask_urls("end https://a.test/p?k=v"), "end https://a.test/p?k=***");
+    }
 
     #[test]
     fn query_values_and_user_information_are_masked() {

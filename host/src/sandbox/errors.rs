@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::bindings;
-use crate::network::NetworkLimitError;
+use crate::network::{NetworkLimitError, mask_urls};
 
 /// A tool's own error answer, as declared in the tool world.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,13 +38,16 @@ impl ToolError {
     }
 }
 
+/// A tool's error answer, any URL it quotes shown with its query values masked (it goes into reports
+/// and the audit log).
 impl From<bindings::ToolError> for ToolError {
     fn from(e: bindings::ToolError) -> Self {
+        let masked = |m: String| mask_urls(&m).into_owned();
         match e {
-            bindings::ToolError::InvalidInput(m) => ToolError::InvalidInput(m),
-            bindings::ToolError::NotFound(m) => ToolError::NotFound(m),
-            bindings::ToolError::Denied(m) => ToolError::Denied(m),
-            bindings::ToolError::Failed(m) => ToolError::Failed(m),
+            bindings::ToolError::InvalidInput(m) => ToolError::InvalidInput(masked(m)),
+            bindings::ToolError::NotFound(m) => ToolError::NotFound(masked(m)),
+            bindings::ToolError::Denied(m) => ToolError::Denied(masked(m)),
+            bindings::ToolError::Failed(m) => ToolError::Failed(masked(m)),
         }
     }
 }
