@@ -64,9 +64,32 @@ fn text(status: u16, body: &str) -> Reply {
         .unwrap()
 }
 
+/// The request header `name`'s value as text (empty when absent).
+fn header_of(headers: &[(String, String)], name: &str) -> String {
+    headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default()
+}
+
+/// A body sent `size` bytes per frame.
+fn dribbled(text: String, size: usize) -> Reply {
+    let frames: Vec<Result<Frame<Bytes>, Infallible>> = text
+        .into_bytes()
+        .chunks(size)
+        .map(|piece| Ok(Frame::data(Bytes::copy_from_slice(piece))))
+        .collect();
+    Response::new(http_body_util::StreamBody::new(futures_util::stream::iter(frames)).boxed())
+}
+
 /// The routes: `/hello`, `/redirect?to=URL`, `/big` (64 KiB), `/stall` (one piece, then nothing),
 /// `/silent` (no response head at all), `/echo` (the request's headers and body), `/slow` (answers
-/// after 300 ms, noting `/slow answered` among the requests seen); anything else `ok`.
+/// after 300 ms, noting `/slow answered` among the requests seen), `/control?n=N` (N bytes of a
+/// control character), and the echoes of a request header `h`: `/echo-header?h=NAME` (in the response
+/// header `x-echo`), `/echo-dribble?h=NAME` (in a body sent three bytes per frame),
+/// `/echo-decoded?h=NAME` (a `Basic` credential's decoded `user:password`), `/gzip` (a body marked
+/// `content-encoding: gzip`); anything else `ok`.
 async fn serve(
     request: Request<Incoming>,
     seen: Arc<Mutex<Vec<Seen>>>,
@@ -95,7 +118,44 @@ async fn serve(
         body: body.clone(),
     });
     let route = path.split('?').next().unwrap_or_default();
+    let query = |key: &str| {
+        path.split_once('?')
+            .and_then(|(_, q)| {
+                q.split('&')
+                    .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+            })
+            .unwrap_or_default()
+            .to_owned()
+    };
     Ok(match route {
+        "/echo-header" => Response::builder()
+            .header("x-echo", header_of(&headers, &query("h")))
+            .body(Full::new(Bytes::from_static(b"ok")).boxed())
+            .unwrap(),
+        "/echo-dribble" => dribbled(
+            format!("you sent: {}\n", header_of(&headers, &query("h"))),
+            3,
+        ),
+        "/echo-decoded" => {
+            use base64::Engine as _;
+            let sent = header_of(&headers, &query("h"));
+            let encoded = sent.strip_prefix("Basic ").unwrap_or_default();
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .unwrap_or_default();
+            text(
+                200,
+                &format!(
+                    "{{\"credential\": \"{}\"}}",
+                    String::from_utf8_lossy(&decoded)
+                ),
+            )
+        }
+        "/gzip" => Response::builder()
+            .header("content-encoding", "gzip")
+            .body(Full::new(Bytes::from_static(b"\x1f\x8b not really")).boxed())
+            .unwrap(),
+        "/control" => text(200, &"\u{1}".repeat(query("n").parse().unwrap_or(0))),
         "/hello" => text(200, "hello from the test server"),
         "/big" => text(200, &"x".repeat(64 * 1024)),
         "/stall" => Response::new(Stalled(false).boxed()),
@@ -716,6 +776,175 @@ fn a_secret_reaches_its_origin_only_and_never_the_tool_the_outcome_or_the_audit_
     ] {
         assert!(!text.contains(value), "{what}: {text}");
     }
+}
+
+/// A server that echoes a secret back, in a header, a body dribbled across frames, or decoded from a
+/// `Basic` credential, hands the tool nothing of it: every occurrence is masked before the tool reads
+/// the response, the request's record names the secret as masked, and a compressed answer to a request
+/// that carried one is refused (the request asked for none).
+#[test]
+fn a_secret_a_server_echoes_back_is_masked_before_the_tool_reads_it() {
+    let server = TestServer::start();
+    let bearer = "s3cret-token-8d1f0c";
+    let basic = "YWxpY2U6b3BlbnNlc2FtZQ=="; // base64 of alice:opensesame
+    let secrets = tempfile::tempdir().unwrap();
+    std::fs::write(secrets.path().join("bearer"), bearer).unwrap();
+    std::fs::write(secrets.path().join("basic"), basic).unwrap();
+    let origin = format!("http://127.0.0.1:{}", server.port);
+    let policy = policy(&format!(
+        r#"
+        [secrets.api]
+        file = "{}"
+        origins = ["{origin}"]
+        [secrets.proxy]
+        file = "{}"
+        origins = ["{origin}"]
+        header = "x-api-auth"
+        format = "Basic {{}}"
+        [tools.net_probe.network]
+        get = ["{origin}/**"]
+        "#,
+        secrets.path().join("bearer").display(),
+        secrets.path().join("basic").display(),
+    ));
+    let urls = [
+        "/echo",
+        "/echo-header?h=authorization",
+        "/echo-dribble?h=authorization",
+        "/echo-decoded?h=x-api-auth",
+        "/echo-header?h=x-api-auth",
+        "/hello",
+        "/gzip",
+    ];
+    let requests: Vec<Value> = urls
+        .iter()
+        .map(|path| json!({"url": format!("{origin}{path}")}))
+        .collect();
+    let (results, outcome) = probe(toolbox(), &policy, json!(requests));
+    let shown = serde_json::to_string(&results).unwrap();
+    for secret in [bearer, basic, "alice:opensesame", "opensesame"] {
+        assert!(
+            !shown.contains(secret),
+            "{secret} reached the tool: {shown}"
+        );
+        assert!(!outcome.to_json().to_string().contains(secret), "{secret}");
+    }
+    assert!(
+        results[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("authorization: {}", "*".repeat(7 + bearer.len()))),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[1]["headers"]
+            .to_string()
+            .contains(&"*".repeat(bearer.len())),
+        "{}",
+        results[1]
+    );
+    assert!(
+        results[2]["body"]
+            .as_str()
+            .unwrap()
+            .starts_with("you sent: ****"),
+        "{}",
+        results[2]
+    );
+    assert_eq!(
+        results[3]["body"],
+        format!("{{\"credential\": \"{}\"}}", "*".repeat(16))
+    );
+    let masked: Vec<Vec<String>> = outcome.requests.iter().map(|r| r.masked.clone()).collect();
+    assert_eq!(masked[0], ["api", "proxy"]);
+    assert_eq!(
+        masked[1..5],
+        [
+            vec!["api".to_owned()],
+            vec!["api".to_owned()],
+            vec!["proxy".to_owned()],
+            vec!["proxy".to_owned()]
+        ]
+    );
+    assert!(masked[5].is_empty(), "nothing came back from /hello");
+    assert!(results[6]["error"].is_string(), "{}", results[6]);
+    assert!(
+        outcome.requests[6]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("encoded (gzip)"),
+        "{:?}",
+        outcome.requests[6]
+    );
+    for seen in server.seen() {
+        assert_eq!(
+            header_of(&seen.headers, "accept-encoding"),
+            "identity",
+            "{seen:?}"
+        );
+    }
+}
+
+/// `fetch` at its largest `max_bytes`, of a body whose every byte JSON escapes into six, still fits
+/// the default output limit: the body is cut shorter and marked truncated, not failed.
+#[test]
+fn fetch_at_its_largest_max_bytes_fits_the_default_output_limit() {
+    let server = TestServer::start();
+    let max_bytes = toolbox().get("fetch").unwrap().descriptor().input_schema["properties"]["max_bytes"]["maximum"]
+        .as_u64()
+        .unwrap();
+    let url = format!(
+        "{}/control?n={}",
+        server.origin("allowed.test"),
+        2 * max_bytes
+    );
+    let (outcome, _ws) = run(
+        toolbox(),
+        &fetch_policy(&server),
+        "fetch",
+        json!({"url": url, "max_bytes": max_bytes}),
+    );
+    let output = output(&outcome);
+    assert_eq!(output["truncated"], true);
+    let body = output["body"].as_str().unwrap();
+    assert!(!body.is_empty() && body.chars().all(|c| c == '\u{1}'));
+    assert!(outcome.result.as_ref().unwrap().len() <= Limits::default().output_bytes);
+}
+
+/// A read rule limited to `HEAD` lets `fetch` start (its declared URL is held to the methods the rule
+/// grants), and then only `HEAD` is sent.
+#[test]
+fn a_head_only_rule_lets_fetch_start_and_only_head_goes_out() {
+    let server = TestServer::start();
+    let policy = policy(&format!(
+        "[tools.fetch.network]\nget = [\"HEAD {}/**\"]",
+        server.origin("allowed.test")
+    ));
+    let url = format!("{}/hello", server.origin("allowed.test"));
+    let (head, _ws) = run(
+        toolbox(),
+        &policy,
+        "fetch",
+        json!({"url": url, "method": "HEAD"}),
+    );
+    assert_eq!(output(&head)["status"], 200);
+    let (get, _ws) = run(toolbox(), &policy, "fetch", json!({"url": url}));
+    let error = get.result.unwrap_err();
+    assert_eq!(
+        error.stage(),
+        "tool",
+        "the GET was refused in the hook, not at the gate: {error}"
+    );
+    assert_eq!(
+        server
+            .seen()
+            .iter()
+            .map(|s| s.method.as_str())
+            .collect::<Vec<_>>(),
+        ["HEAD"]
+    );
 }
 
 /// Answers every question with `yes` and keeps what it was shown.

@@ -67,6 +67,13 @@ struct Rules {
     secrets: Arc<Vec<SecretBinding>>,
 }
 
+impl Rules {
+    /// Whether `tool` is denied whole: not listed, under `default = "deny"`.
+    fn denies_unlisted(&self, tool: &str) -> bool {
+        !self.tools.contains_key(tool) && self.default == DefaultMode::Deny
+    }
+}
+
 #[derive(Debug, Clone)]
 struct ToolRules {
     read: GlobSet,
@@ -258,9 +265,10 @@ impl Policy {
         self.grant(tool).cloned().unwrap_or_default()
     }
 
-    /// The network grant `tool` has under the policy file (`None` without one).
+    /// The network grant `tool` has under the policy file (`None` without one, or for a tool the
+    /// policy denies whole): its own table's, else the top-level one's.
     fn grant(&self, tool: &str) -> Option<&NetworkGrant> {
-        let rules = self.rules.as_ref()?;
+        let rules = self.rules.as_ref().filter(|r| !r.denies_unlisted(tool))?;
         Some(rules.tools.get(tool).map_or(&rules.network, |t| &t.network))
     }
 
@@ -285,13 +293,23 @@ impl Policy {
         self.rules.as_ref().is_some_and(|r| r.allow_hard_links)
     }
 
-    /// Whether `tool` may be called at all (before looking at paths).
+    /// Whether `tool` may be called at all (before looking at paths). Under `default = "deny"` a tool
+    /// the policy does not list may not, and that includes the top-level `[network]` grant: the
+    /// refusal says how to give it.
     pub fn check_tool(&self, tool: &str) -> Verdict {
         match &self.rules {
-            Some(rules)
-                if !rules.tools.contains_key(tool) && rules.default == DefaultMode::Deny =>
-            {
-                Verdict::Deny(format!("the policy does not list tool `{tool}`"))
+            Some(rules) if rules.denies_unlisted(tool) => {
+                let network = if rules.network.any() {
+                    format!(
+                        "; list it (an empty `[tools.{tool}]` will do) to give it the top-level \
+                         `[network]` grant"
+                    )
+                } else {
+                    String::new()
+                };
+                Verdict::Deny(format!(
+                    "the policy does not list tool `{tool}`, and `default` is `deny`{network}"
+                ))
             }
             _ => Verdict::Allow,
         }
@@ -322,9 +340,7 @@ impl Policy {
                 globs.is_match(path)
             }
             None => match rules.default {
-                DefaultMode::Deny => {
-                    return Verdict::Deny(format!("the policy does not list tool `{tool}`"));
-                }
+                DefaultMode::Deny => return self.check_tool(tool),
                 DefaultMode::ReadOnly => access == Access::Read,
                 DefaultMode::WorkspaceWrite => true,
             },
@@ -535,6 +551,38 @@ mod tests {
         assert!(policy.runs_alone("get"));
         assert!(!policy.runs_alone("read_file"));
         assert!(!Policy::allow_all().runs_alone("post"));
+    }
+
+    /// The top-level `[network]` is the grant of every tool the policy lets run without a table of its
+    /// own: listed tools, and unlisted ones unless `default = "deny"`, which denies them whole and
+    /// says how to give them the grant.
+    #[test]
+    fn the_top_level_network_grant_goes_to_the_tools_the_policy_lets_run() {
+        let top = "[network]\nget = [\"https://api.test/**\"]\n";
+        let denying = Policy::from_toml(&format!("default = \"deny\"\n{top}")).unwrap();
+        assert!(!denying.network("fetch").any());
+        let Verdict::Deny(reason) = denying.check_tool("fetch") else {
+            panic!("an unlisted tool under default = deny runs");
+        };
+        assert!(
+            reason.contains("[tools.fetch]") && reason.contains("[network]"),
+            "{reason}"
+        );
+        let listed =
+            Policy::from_toml(&format!("default = \"deny\"\n{top}[tools.fetch]\n")).unwrap();
+        assert_eq!(listed.check_tool("fetch"), Verdict::Allow);
+        assert!(listed.network("fetch").any());
+        let reading = Policy::from_toml(&format!("default = \"read-only\"\n{top}")).unwrap();
+        assert_eq!(reading.check_tool("fetch"), Verdict::Allow);
+        assert!(reading.network("fetch").any());
+        // Without a top-level grant the refusal names no network table.
+        let Verdict::Deny(plain) = Policy::from_toml("default = \"deny\"")
+            .unwrap()
+            .check_tool("x")
+        else {
+            panic!("runs");
+        };
+        assert!(!plain.contains("[network]"), "{plain}");
     }
 
     #[test]

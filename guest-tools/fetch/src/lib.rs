@@ -3,7 +3,9 @@
 //! The URL is a declared URL field (`url-fields`), so the host checks it against the policy before the
 //! call starts. Redirects are followed by making the next request, which the host checks again; at
 //! most [`MAX_REDIRECTS`]. The body is read up to `max_bytes` (at most [`MAX_BODY`]); a longer one is
-//! cut and marked `truncated`, and a body that is not UTF-8 text is returned lossily.
+//! cut and marked `truncated`, and a body that is not UTF-8 text is returned lossily. The whole output
+//! fits [`OUTPUT_BUDGET`], the host's default output limit: a body whose JSON-escaped text would not
+//! fit (control characters take six bytes each) is cut shorter, and marked `truncated` too.
 
 use serde::Deserialize;
 use serde_json::json;
@@ -12,8 +14,11 @@ use turngate_guest::{Descriptor, ToolError, describe, parse_input};
 
 /// Body bytes returned when the input sets no `max_bytes`.
 const DEFAULT_BODY: usize = 64 * 1024;
-/// The largest `max_bytes` accepted.
-const MAX_BODY: usize = 1024 * 1024;
+/// The largest `max_bytes` accepted: half the output budget, so the status, the headers and the
+/// escapes of ordinary text fit beside it.
+const MAX_BODY: usize = 512 * 1024;
+/// The most bytes the output takes: the host's default output limit (`Limits::output_bytes`).
+const OUTPUT_BUDGET: usize = 1024 * 1024;
 /// Redirects followed before giving up.
 const MAX_REDIRECTS: usize = 5;
 
@@ -95,14 +100,21 @@ impl NetworkGuest for Fetch {
                 headers.insert(name, json!(value));
             }
         }
-        Ok(json!({
+        let mut output = json!({
             "url": url.to_string(),
             "status": response.status,
             "headers": headers,
-            "body": String::from_utf8_lossy(&response.body),
+            "body": "",
             "truncated": response.truncated,
-        })
-        .to_string())
+        });
+        let room = OUTPUT_BUDGET.saturating_sub(output.to_string().len());
+        let text = String::from_utf8_lossy(&response.body);
+        let (body, cut) = escaped_prefix(&text, room);
+        output["body"] = json!(body);
+        if cut {
+            output["truncated"] = json!(true);
+        }
+        Ok(output.to_string())
     }
 
     fn url_fields() -> Vec<String> {
@@ -110,4 +122,38 @@ impl NetworkGuest for Fetch {
     }
 }
 
+/// The longest prefix of `text` whose JSON-escaped form takes at most `room` bytes, and whether that
+/// cut anything.
+fn escaped_prefix(text: &str, room: usize) -> (&str, bool) {
+    let mut used = 0;
+    for (at, c) in text.char_indices() {
+        used += match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            c if (c as u32) < 0x20 => 6,
+            c => c.len_utf8(),
+        };
+        if used > room {
+            return (&text[..at], true);
+        }
+    }
+    (text, false)
+}
+
 turngate_guest::http::export_network_tool!(Fetch);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_body_is_cut_where_its_escaped_text_would_not_fit() {
+        assert_eq!(escaped_prefix("abc", 3), ("abc", false));
+        assert_eq!(escaped_prefix("abcd", 3), ("abc", true));
+        // A control character escapes to six bytes, a quote to two.
+        assert_eq!(escaped_prefix("a\u{1}b", 6), ("a", true));
+        assert_eq!(escaped_prefix("\"\"", 4), ("\"\"", false));
+        let escaped = serde_json::to_string(&"\u{1}\u{8}\"é\n").unwrap();
+        let text = "\u{1}\u{8}\"é\n";
+        assert_eq!(escaped_prefix(text, escaped.len() - 2), (text, false));
+    }
+}

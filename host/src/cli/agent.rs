@@ -111,7 +111,9 @@ pub fn cancel_on_ctrl_c() -> Cancel {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             on_signal.cancel();
-            eprintln!("\nturngate: stopping (the running call applies nothing; nothing after it runs)");
+            eprintln!(
+                "\nturngate: stopping (the running call applies nothing; nothing after it runs)"
+            );
         }
     });
     cancel

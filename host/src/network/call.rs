@@ -20,6 +20,7 @@ use super::addresses::{Resolver, not_public};
 use super::approval::{Asker, NetworkRequest};
 use super::grant::{Decision, NetworkGrant};
 use super::limits::{NetworkLimitError, NetworkLimits};
+use super::mask::{MaskedBody, OnMasked, SecretMask};
 use super::record::{RequestRecord, shown_url};
 use super::rules::Target;
 use super::secrets::SecretBinding;
@@ -153,6 +154,7 @@ impl CallNetwork {
                 duration_ms: 0.0,
                 approved: None,
                 secrets: Vec::new(),
+                masked: Vec::new(),
                 error: None,
             });
             state.records.len() - 1
@@ -198,14 +200,23 @@ impl CallNetwork {
         if ask {
             request = self.approved(index, request).await?;
         }
+        let mut mask = SecretMask::new();
         for secret in self.setup.secrets.iter().filter(|s| s.applies_to(&target)) {
-            let (name, value) = secret
+            let (name, value, texts) = secret
                 .header()
                 .map_err(|reason| Refusal::new(HttpError::HttpRequestDenied, reason))?;
             request.headers_mut().insert(name, value);
+            mask.add(secret.name(), texts);
             self.update(index, |record| {
                 record.secrets.push(secret.name().to_owned())
             });
+        }
+        if !mask.is_empty() {
+            // A compressed body could carry the secret back unseen: ask for none.
+            request.headers_mut().insert(
+                http::header::ACCEPT_ENCODING,
+                http::HeaderValue::from_static("identity"),
+            );
         }
         let addresses = self.addresses(&target, names_host).await?;
         let connect_timeout = shorter(
@@ -284,9 +295,56 @@ impl CallNetwork {
             index,
             ours: between.1,
         };
-        let response =
+        let mut response =
             response.map(|body| transport::boxed(MeteredBody::received(body, meter, between.0)));
+        if !mask.is_empty() {
+            response = self.masked(index, response, mask)?;
+        }
         Ok((response, driver))
+    }
+
+    /// The response to a request that carried secrets, with every secret it echoes masked (`mask.rs`);
+    /// refused when its body is encoded, which could hide one.
+    fn masked(
+        self: &Arc<Self>,
+        index: usize,
+        response: http::Response<WasiBody>,
+        mask: SecretMask,
+    ) -> Result<http::Response<WasiBody>, Refusal> {
+        let encoding = response.headers().get(http::header::CONTENT_ENCODING);
+        if let Some(encoding) = encoding.filter(|e| !e.as_bytes().eq_ignore_ascii_case(b"identity"))
+        {
+            return Err(Refusal::new(
+                HttpError::HttpProtocolError,
+                format!(
+                    "the response to a request that carried a secret is encoded ({}), so the secret \
+                     could come back unseen in it: refused",
+                    String::from_utf8_lossy(encoding.as_bytes())
+                ),
+            ));
+        }
+        let (mut parts, body) = response.into_parts();
+        let found = mask.mask_headers(&mut parts.headers);
+        let note = |names: &[&str]| {
+            self.update(index, |record| {
+                for name in names {
+                    if !record.masked.iter().any(|m| m == name) {
+                        record.masked.push((*name).to_owned());
+                    }
+                }
+            });
+        };
+        note(&found.iter().map(String::as_str).collect::<Vec<_>>());
+        let call = self.clone();
+        let on_masked: OnMasked = Box::new(move |name| {
+            call.update(index, |record| {
+                if !record.masked.iter().any(|m| m == name) {
+                    record.masked.push(name.to_owned());
+                }
+            });
+        });
+        let body = http_body_util::BodyExt::boxed_unsync(MaskedBody::new(body, mask, on_masked));
+        Ok(http::Response::from_parts(parts, body))
     }
 
     /// Reads the body of a request marked `ask` (bounded by what the call may still send), asks the

@@ -124,22 +124,51 @@ impl NetworkGrant {
         !self.reads.is_empty() || !self.writes.is_empty()
     }
 
-    /// Whether a call may start with `url` in a declared URL field: a rule allows some request to it
-    /// (a read, or a method of a write rule) and no deny rule covering every method matches it.
+    /// Whether a call may start with `url` in a declared URL field: the tool may use some method on it,
+    /// that is a read or write rule grants a method there that no deny rule takes away (a rule limited
+    /// to `HEAD` lets the call start; a deny rule covering every method does not). Each request the
+    /// call then makes is decided on its own method in the hook.
     pub fn allows_url(&self, url: &str) -> Result<(), String> {
         let uri: http::Uri = url.parse().map_err(|_| format!("`{url}` is not a URL"))?;
         let target = Target::of(&uri)?;
-        match self.decide(&Method::GET, &target) {
-            Decision::Allow { .. } => Ok(()),
-            Decision::Deny(reason) => {
-                let written = self.writes.iter().any(|r| r.matches_url(&target))
-                    && !self
-                        .deny
-                        .iter()
-                        .any(|r| r.any_method() && r.matches_url(&target));
-                if written { Ok(()) } else { Err(reason) }
+        let mut first_refusal = None;
+        for method in self.methods_granted_at(&target) {
+            match self.decide(&method, &target) {
+                Decision::Allow { .. } => return Ok(()),
+                Decision::Deny(reason) => {
+                    first_refusal.get_or_insert(reason);
+                }
             }
         }
+        Err(first_refusal.unwrap_or_else(|| "no network rule of the tool allows it".into()))
+    }
+
+    /// Every method an allow rule grants at `target`: the methods it names, or for a rule naming none,
+    /// the reads (a `get` rule) or the common methods (a `write` rule).
+    fn methods_granted_at(&self, target: &Target) -> Vec<Method> {
+        const READS: [Method; 3] = [Method::GET, Method::HEAD, Method::OPTIONS];
+        const ALL: [Method; 8] = [
+            Method::GET,
+            Method::HEAD,
+            Method::OPTIONS,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+            Method::TRACE,
+        ];
+        let mut methods: Vec<Method> = Vec::new();
+        let rules = self.reads.iter().map(|r| (r, &READS[..]));
+        for (rule, unnamed) in rules.chain(self.writes.iter().map(|r| (r, &ALL[..]))) {
+            if rule.matches_url(target) {
+                for method in rule.methods().unwrap_or(unnamed) {
+                    if !methods.contains(method) {
+                        methods.push(method.clone());
+                    }
+                }
+            }
+        }
+        methods
     }
 
     /// The decision on `method` to `target`.
@@ -217,6 +246,35 @@ mod tests {
                 "{method} {url}"
             );
         }
+    }
+
+    /// A declared URL is held to the methods the tool may use there, not to `GET` alone.
+    #[test]
+    fn a_declared_url_passes_when_some_granted_method_is_allowed_there() {
+        let head_only = grant(r#"get = ["HEAD https://a.test/**"]"#, "");
+        assert_eq!(head_only.allows_url("https://a.test/x"), Ok(()));
+        assert!(head_only.allows_url("https://b.test/x").is_err());
+        let options_only = grant(r#"get = ["OPTIONS https://a.test/**"]"#, "");
+        assert_eq!(options_only.allows_url("https://a.test/x"), Ok(()));
+        // A deny rule for GET leaves HEAD; one covering every method leaves nothing.
+        let get_denied = grant(
+            r#"get = ["https://a.test/**"]
+            deny = ["GET https://a.test/private/**"]"#,
+            "",
+        );
+        assert_eq!(get_denied.allows_url("https://a.test/private/x"), Ok(()));
+        let all_denied = grant(
+            r#"get = ["https://a.test/**"]
+            deny = ["https://a.test/private/**"]"#,
+            "",
+        );
+        let refusal = all_denied
+            .allows_url("https://a.test/private/x")
+            .unwrap_err();
+        assert!(refusal.contains("denied by the network rule"), "{refusal}");
+        let write_only = grant(r#"write = ["POST https://a.test/hook"]"#, "");
+        assert_eq!(write_only.allows_url("https://a.test/hook"), Ok(()));
+        assert!(write_only.allows_url("https://a.test/other").is_err());
     }
 
     #[test]

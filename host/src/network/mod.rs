@@ -5,7 +5,8 @@
 //! methods, origin, path glob), `grant.rs` (a tool's rules from the policy, and the decision on one
 //! request), `addresses.rs` (the host's own name resolution and the addresses it refuses),
 //! `approval.rs` (requests held for the approver), `transport.rs` (TCP to the checked address, TLS, hyper's HTTP/1.1 client, metered bodies),
-//! `secrets.rs` (secrets bound to origins, added by the host, never seen by the tool),
+//! `secrets.rs` (secrets bound to origins, added by the host, never seen by the tool), `mask.rs` (a
+//! secret a server echoes back, masked in the response before the tool reads it),
 //! `call.rs` (one call's requests: checked, sent, limited, recorded), `hooks.rs` (the
 //! `WasiHttpHooks` that hand every request to the call), `limits.rs` and `record.rs`.
 
@@ -15,6 +16,7 @@ mod call;
 mod grant;
 mod hooks;
 mod limits;
+mod mask;
 mod record;
 mod rules;
 mod secrets;

@@ -25,6 +25,9 @@ pub struct RequestRecord {
     pub approved: Option<bool>,
     /// The names of the secrets the host added (never their values).
     pub secrets: Vec<String>,
+    /// The names of the secrets the response carried back (echoed in a header or the body) and the
+    /// host masked before the tool read it.
+    pub masked: Vec<String>,
     /// Why the request was refused or failed (`None`: it got a response).
     pub error: Option<String>,
 }
@@ -56,9 +59,9 @@ pub(crate) fn shown_url(uri: &http::Uri) -> String {
 pub fn mask_urls(text: &str) -> std::borrow::Cow<'_, str> {
     let starts = |at: usize| {
         let rest = text[at..].as_bytes();
-        [&b"http://"[..], b"https://"]
-            .iter()
-            .any(|scheme| rest.len() >= scheme.len() && rest[..scheme.len()].eq_ignore_ascii_case(scheme))
+        [&b"http://"[..], b"https://"].iter().any(|scheme| {
+            rest.len() >= scheme.len() && rest[..scheme.len()].eq_ignore_ascii_case(scheme)
+        })
     };
     let mut out = String::new();
     let mut copied = 0;
@@ -105,9 +108,15 @@ mod tests {
             mask_urls("GET https://a.test/x?key=s3cret&q=1: refused (`http://u:p@b.test/?t=9`)"),
             "GET https://a.test/x?key=***&q=***: refused (`http://b.test/?t=***`)"
         );
-        assert!(matches!(mask_urls("no url here, http: nothing"), std::borrow::Cow::Borrowed(_)));
+        assert!(matches!(
+            mask_urls("no url here, http: nothing"),
+            std::borrow::Cow::Borrowed(_)
+        ));
         assert_eq!(mask_urls("HTTPS://A.test/?k=v."), "https://A.test/?k=***.");
-        assert_eq!(mask_urls("end https://a.test/p?k=v"), "end https://a.test/p?k=***");
+        assert_eq!(
+            mask_urls("end https://a.test/p?k=v"),
+            "end https://a.test/p?k=***"
+        );
     }
 
     #[test]

@@ -233,9 +233,9 @@ impl Rule {
             && self.path.as_ref().is_none_or(|g| g.is_match(&target.path))
     }
 
-    /// Whether the rule covers every method (it names none).
-    pub(crate) fn any_method(&self) -> bool {
-        self.methods.is_none()
+    /// The methods the rule names (`None`: it names none, and covers every method of its list).
+    pub(crate) fn methods(&self) -> Option<&[Method]> {
+        self.methods.as_deref()
     }
 
     /// Whether the rule names `host` exactly (not through a wildcard).

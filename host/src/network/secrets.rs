@@ -14,8 +14,9 @@
 //! only: an `http://` origin is accepted only for a loopback IP address (`127.0.0.0/8`, `[::1]`), which
 //! never leaves the machine. The value is held in [`Secret`], whose `Debug` and `Display` are masked,
 //! is marked sensitive in the request, and is never in the tool's environment, a record or a message.
-//! What the server answers is the tool's to read: a server that echoes request headers back (a
-//! debugging endpoint) shows the secret to the tool, so bind a secret only to the origins that need it.
+//! A server that echoes it back (a debugging endpoint, an error page quoting the header) has it masked
+//! in the response before the tool reads it (`mask.rs`, which says which encodings it knows); bind a
+//! secret only to the origins that need it all the same.
 
 use std::path::PathBuf;
 
@@ -134,8 +135,9 @@ impl SecretBinding {
             .any(|o| o.https == target.https && o.host == target.host && o.port == target.port)
     }
 
-    /// The header to add, read from its source now; the error names the secret, never its value.
-    pub(crate) fn header(&self) -> Result<(HeaderName, HeaderValue), String> {
+    /// The header to add, read from its source now, and the texts the secret could come back as in a
+    /// response (`mask.rs`); the error names the secret, never its value.
+    pub(crate) fn header(&self) -> Result<(HeaderName, HeaderValue, Vec<Vec<u8>>), String> {
         let secret = match &self.source {
             Source::Env(var) => std::env::var(var).ok(),
             Source::File(path) => std::fs::read_to_string(path).ok(),
@@ -146,7 +148,8 @@ impl SecretBinding {
         let mut value = HeaderValue::from_str(&self.format.replace("{}", &secret.0))
             .map_err(|_| format!("the secret `{}` is not a valid header value", self.name))?;
         value.set_sensitive(true);
-        Ok((self.header.clone(), value))
+        let texts = super::mask::encodings(secret.0.as_bytes(), value.as_bytes());
+        Ok((self.header.clone(), value, texts))
     }
 }
 
