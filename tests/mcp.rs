@@ -197,12 +197,11 @@ fn start_spinning_call(server: &mut Server) -> u64 {
     id
 }
 
+/// Whether the root's staging directory holds nothing: staged files sit flat in it, one per file a
+/// call wrote (`view/staging.rs`), so any entry is one a call left behind.
 fn no_staging_left(root: &Path) -> bool {
     let staging = root.join(".turngate/staging");
-    !staging.exists()
-        || std::fs::read_dir(&staging)
-            .unwrap()
-            .all(|e| std::fs::read_dir(e.unwrap().path()).map_or(true, |mut d| d.next().is_none()))
+    !staging.exists() || std::fs::read_dir(&staging).unwrap().next().is_none()
 }
 
 #[test]
@@ -659,6 +658,136 @@ fn approval_is_asked_through_elicitation_with_the_diff_and_applies_only_on_yes()
         std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
         "new line\n"
     );
+    assert!(server.finish().success());
+}
+
+/// The audit log's record of the call with JSON-RPC ID `id`, once the server has written it.
+fn audited(log: &Path, id: u64) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let found = text
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .find(|record| record["id"] == json!(id.to_string()));
+        if let Some(record) = found {
+            return record;
+        }
+        assert!(Instant::now() < deadline, "no record of call {id}: {text}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether the root's journal records any applied call.
+fn journaled(root: &Path) -> bool {
+    let out = Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .args(["journal", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    !out.stdout.is_empty()
+}
+
+/// `notifications/cancelled` while the user is asked through an elicitation: the call is cancelled
+/// (audited `cancelled`), and the user's accept that comes after it applies nothing.
+#[test]
+fn a_cancel_during_an_elicitation_wins_over_the_accept_that_follows() {
+    let root = workspace();
+    std::fs::write(root.path().join("notes.txt"), "old line\n").unwrap();
+    let policy_dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        policy_dir.path(),
+        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+    );
+    let log = policy_dir.path().join("audit.jsonl");
+    let mut server = Server::initialized(
+        root.path(),
+        &[
+            "--policy",
+            policy.to_str().unwrap(),
+            "--log",
+            log.to_str().unwrap(),
+        ],
+        json!({"elicitation": {"form": {}}}),
+    );
+    let id = server.send(
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"path": "notes.txt", "content": "new line\n"}}),
+    );
+    let question = server.next(PATIENCE).unwrap();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    server.send_raw(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": id, "reason": "the user pressed stop"}})
+        .to_string(),
+    );
+    let yes = json!({"action": "accept", "content": {"apply": true}});
+    server.send_raw(&json!({"jsonrpc": "2.0", "id": question["id"], "result": yes}).to_string());
+    let record = audited(&log, id);
+    assert_eq!(record["step"], "cancelled", "{record}");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
+        "old line\n"
+    );
+    assert!(!journaled(root.path()));
+    assert!(server.finish().success());
+}
+
+/// A 2026 client's retry carries the user's yes; `notifications/cancelled` for that retry, coming
+/// between the yes and the apply (the test hook holds the call there), wins: nothing applies.
+#[test]
+fn a_cancel_of_an_input_required_retry_after_the_yes_applies_nothing() {
+    let root = workspace();
+    std::fs::write(root.path().join("notes.txt"), "old\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        dir.path(),
+        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+    );
+    let log = dir.path().join("audit.jsonl");
+    let held = dir.path().join("held");
+    let mut command = mcp_command(root.path());
+    command
+        .args([
+            "--policy",
+            policy.to_str().unwrap(),
+            "--log",
+            log.to_str().unwrap(),
+        ])
+        .env("TURNGATE_TEST_HOLD_AFTER_ANSWER", &held);
+    let mut server = Server::spawn(command);
+    let mut params = json!({
+        "_meta": modern_meta(),
+        "name": "write_file",
+        "arguments": {"path": "notes.txt", "content": "new\n"}
+    });
+    let asked = server.request("tools/call", params.clone())["result"].clone();
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    params["requestState"] = asked["requestState"].clone();
+    params["inputResponses"] =
+        json!({"approval": {"action": "accept", "content": {"apply": true}}});
+    let retry = server.send("tools/call", params);
+    let deadline = Instant::now() + PATIENCE;
+    while !held.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the retry never reached the user's yes"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    server.send_raw(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": retry, "reason": "the user pressed stop"}})
+        .to_string(),
+    );
+    let record = audited(&log, retry);
+    assert_eq!(record["step"], "cancelled", "{record}");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
+        "old\n"
+    );
+    assert!(!journaled(root.path()));
     assert!(server.finish().success());
 }
 

@@ -882,7 +882,7 @@ impl<'a> CallContext<'a> {
             },
             None => answer.await,
         };
-        crate::test_hooks::approver_answered(self.cancel).await;
+        crate::test_hooks::approver_said_yes(yes, self.cancel).await;
         self.not_cancelled(CancelledAt::Approval)?;
         if yes {
             Ok(())
