@@ -755,7 +755,7 @@ fn a_cancel_of_an_input_required_retry_after_the_yes_applies_nothing() {
             "--log",
             log.to_str().unwrap(),
         ])
-        .env("TURNGATE_TEST_HOLD_AFTER_ANSWER", &held);
+        .env("TURNGATE_TEST_HOLD_BEFORE_APPLY", &held);
     let mut server = Server::spawn(command);
     let mut params = json!({
         "_meta": modern_meta(),

@@ -731,3 +731,64 @@ fn a_worker_runs_network_tools_under_its_policy() {
         "GET /allowed HTTP/1.1"
     );
 }
+
+/// SIGTERM while a job's call is about to apply (the test hook holds it there): the worker stops
+/// that call, which applies nothing, hands the job back unanswered and exits 0; another worker then
+/// answers the job whole. Killed instead of stopped, the first worker would exit by the signal; had
+/// it not looked at the stop before applying, the file would be written by the stopped worker.
+#[test]
+fn a_worker_told_to_stop_applies_nothing_more_and_hands_its_job_back() {
+    let Some(setup) =
+        Setup::new("a_worker_told_to_stop_applies_nothing_more_and_hands_its_job_back")
+    else {
+        return;
+    };
+    let held = setup.dir.path().join("held");
+    let mut first = setup.spawn_logged(
+        "first.log",
+        &[("TURNGATE_TEST_HOLD_BEFORE_APPLY", held.to_str().unwrap())],
+    );
+    let calls = [(
+        "c1".to_owned(),
+        "write_file",
+        json!({"path": "a.txt", "content": "one"}),
+    )];
+    setup.submit("stopped", &anthropic_turn(&calls, false));
+    assert!(
+        wait_until(Duration::from_secs(30), || held.exists()),
+        "the call never got to its apply"
+    );
+    signal(&first.child, "TERM");
+    assert!(
+        first.wait_exit(Duration::from_secs(30)),
+        "the worker did not stop"
+    );
+    let status = first.child.wait().unwrap();
+    assert!(
+        status.success(),
+        "the worker did not stop cleanly: {status:?}"
+    );
+    setup.logged(
+        "first.log",
+        "left for a later delivery: the worker is stopping",
+    );
+    assert_eq!(
+        setup.read("a.txt"),
+        None,
+        "the stopped worker applied the call"
+    );
+    assert!(journal(&setup.root()).is_empty());
+    assert!(
+        !setup
+            .results()
+            .iter()
+            .any(|r| r.subject.ends_with(".stopped")),
+        "the stopped worker answered the job"
+    );
+    let _second = setup.spawn_logged("second.log", &[]);
+    let results = setup.answered("stopped", Duration::from_secs(30));
+    let report = results.iter().find(|r| r.kind == "report").unwrap();
+    assert_eq!(report.exit, Some(0), "{:#}", report.payload);
+    assert_eq!(setup.read("a.txt").as_deref(), Some("one"));
+    assert_eq!(journal(&setup.root()).len(), 1);
+}

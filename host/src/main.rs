@@ -105,7 +105,8 @@ enum Command {
     /// or configuration error.
     Agent(AgentArgs),
     /// Pull turn jobs from a NATS JetStream work queue and gate each as `run` does, applying every
-    /// call's effect exactly once (see ARCHITECTURE.md, "Workers"). Runs until killed.
+    /// call's effect exactly once (see ARCHITECTURE.md, "Workers"). Runs until SIGTERM or Ctrl-C: the
+    /// running calls stop and apply nothing, their jobs go back to the queue, and it exits 0.
     Worker(cli::worker::WorkerArgs),
     /// Enqueue a turn job for the workers. With --wait, print its report as `run` does and exit with
     /// run's exit codes (1 also for a job the workers refused).

@@ -29,9 +29,10 @@
 //! * `TURNGATE_TEST_CACHE_CHECKED=<path>` holds each load of a precompiled cache entry between its
 //!   check and its mapping (`sandbox/cache.rs`): it creates `<path>.reached`, then waits (a minute at
 //!   most) until `<path>` exists, so a test can replace the entry there.
-//! * `TURNGATE_TEST_HOLD_AFTER_ANSWER=<path>` holds a call once the approver has answered yes
-//!   (`toolbox.rs`): it appends `answered` to `<path>`, then waits (a minute at most) until the call
-//!   is cancelled, so a test can cancel it between the user's yes and the apply.
+//! * `TURNGATE_TEST_HOLD_BEFORE_APPLY=<path>` holds a call that can be cancelled once its change set
+//!   is checked (and approved, when asked), just before the last look at its cancel and the apply
+//!   (`toolbox.rs`): it appends `held` to `<path>`, then waits (a minute at most) until the call is
+//!   cancelled, so a test can cancel it between the user's yes (or the end of its run) and the apply.
 //! * `TURNGATE_TEST_BLOCK_OPEN=<location>` makes the view's open of that file block for a minute, as a
 //!   host call on a hung filesystem would (`lower.rs`).
 //! * `TURNGATE_TEST_WORKER_CRASH_AT=<point>[@<n>]` aborts a worker the n-th time (the first without
@@ -143,14 +144,11 @@ pub(crate) fn cache_entry_checked() {
     }
 }
 
-/// Holds a call whose approver just answered yes until it is cancelled, if the tests asked to act
-/// there.
-pub(crate) async fn approver_said_yes(yes: bool, cancel: Option<&crate::cancel::Cancel>) {
+/// Holds a call about to apply until it is cancelled, if the tests asked to act there.
+pub(crate) async fn before_apply(cancel: Option<&crate::cancel::Cancel>) {
     static AT: OnceLock<Option<String>> = OnceLock::new();
-    if let (true, Some(path), Some(cancel)) =
-        (yes, setting(&AT, "TURNGATE_TEST_HOLD_AFTER_ANSWER"), cancel)
-    {
-        append(path, "answered");
+    if let (Some(path), Some(cancel)) = (setting(&AT, "TURNGATE_TEST_HOLD_BEFORE_APPLY"), cancel) {
+        append(path, "held");
         let _ = tokio::time::timeout(Duration::from_secs(60), cancel.cancelled()).await;
     }
 }

@@ -768,6 +768,7 @@ impl Toolbox {
         }
         // The last point before anything moves: a cancel that came while the call ran, was checked
         // or was reviewed wins over everything before it.
+        crate::test_hooks::before_apply(context.cancel).await;
         context.not_cancelled(CancelledAt::Apply)?;
         let meta = CallMeta {
             call_id: context.call_id.clone(),
@@ -882,7 +883,6 @@ impl<'a> CallContext<'a> {
             },
             None => answer.await,
         };
-        crate::test_hooks::approver_said_yes(yes, self.cancel).await;
         self.not_cancelled(CancelledAt::Approval)?;
         if yes {
             Ok(())

@@ -10,13 +10,13 @@ use bytes::Bytes;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::Args;
-use turngate::Instances;
 use turngate::turn::Provider;
 use turngate::worker::job::{Job, is_job_id, new_job_id};
 use turngate::worker::names::{DEFAULT_PREFIX, Names};
 use turngate::worker::run::Worker;
 use turngate::worker::setup::Settings;
 use turngate::worker::submit::{submit as enqueue, wait_for_report};
+use turngate::{Cancel, Instances};
 
 use crate::ToolboxArgs;
 use crate::cli::stream::StreamSource;
@@ -116,7 +116,8 @@ pub struct SubmitArgs {
     stream: Option<String>,
 }
 
-/// Runs a worker until it is killed.
+/// Runs a worker until SIGTERM or Ctrl-C, which stop it: its running calls stop and apply nothing,
+/// and their jobs go back to the queue unanswered, for another worker.
 pub async fn worker(args: WorkerArgs) -> Result<ExitCode> {
     let settings = args.nats.settings()?;
     let policy = crate::load_policy(args.policy.as_ref())?;
@@ -135,6 +136,27 @@ pub async fn worker(args: WorkerArgs) -> Result<ExitCode> {
         args.nats.nats
     );
     let log = Box::new(|line: &str| eprintln!("turngate worker: {line}"));
+    let stop = Cancel::new();
+    let on_signal = stop.clone();
+    tokio::spawn(async move {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let terminated = async {
+            match terminate.as_mut() {
+                Some(signal) => signal.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminated => {}
+        }
+        on_signal.cancel();
+        eprintln!(
+            "turngate worker: stopping (the running calls stop and apply nothing; their jobs go back \
+             to the queue)"
+        );
+    });
     Worker::new(
         toolbox,
         policy,
@@ -143,6 +165,7 @@ pub async fn worker(args: WorkerArgs) -> Result<ExitCode> {
         settings,
         args.concurrency,
         log,
+        stop,
     )
     .run(client)
     .await;

@@ -773,8 +773,9 @@ fn classify(error: wasmtime::Error, stderr: &[u8], limits: Limits) -> RunError {
         };
     }
     let tail_start = stderr.len().saturating_sub(TRAP_STDERR_TAIL);
-    let guest_message = crate::network::mask_urls(String::from_utf8_lossy(&stderr[tail_start..]).trim())
-        .into_owned();
+    let guest_message =
+        crate::network::mask_urls(String::from_utf8_lossy(&stderr[tail_start..]).trim())
+            .into_owned();
     RunError::Trap {
         trap: format!("{error:#}"),
         guest_message,

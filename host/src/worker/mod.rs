@@ -7,7 +7,7 @@
 //!   so a re-submitted job is dropped), the provider, the root (a plain directory name beneath the
 //!   worker's `--roots`) and the raw streamed turn as the payload.
 //! * [`run::Worker`]: pulls one job at a time per free slot from the durable pull consumer
-//!   ([`setup`]), keeps its delivery alive with in-progress acks, takes the root's lease
+//!   ([`setup`]) until it is told to stop, keeps its delivery alive with in-progress acks, takes the root's lease
 //!   ([`Lease`](crate::effects::journal::Lease)), and runs the turn through
 //!   [`process_turn_recorded`](crate::pipeline::process_turn_recorded) with the job ID as the turn
 //!   ID: a call the root's journal already records for that turn is answered from the record, not run.
@@ -54,6 +54,10 @@ pub enum WorkerError {
     /// A setting is not usable.
     #[error("{0}")]
     Config(String),
+    /// The worker was told to stop while it worked on the job: the running call stopped and applied
+    /// nothing, and the job goes back to the queue for another worker (which replays what applied).
+    #[error("the worker is stopping")]
+    Stopping,
 }
 
 impl WorkerError {

@@ -17,6 +17,11 @@
 //!
 //! Any error before the ack leaves the job unacked (nak'ed with a delay when the worker is still
 //! there): it is delivered again, replays what was applied, and publishes under the same IDs.
+//!
+//! Told to stop (its [`Cancel`], SIGTERM or Ctrl-C for `turngate worker`), a worker pulls nothing
+//! more; the call each job is running stops and applies nothing (a yes or a finished run that comes
+//! after the stop is looked at again before anything applies), and those jobs are nak'ed unanswered,
+//! so another worker answers them whole, replaying what applied before the stop. Then `run` returns.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -32,6 +37,7 @@ use super::WorkerError;
 use super::answer::{Answer, stored_report};
 use super::job::Job;
 use super::setup::{self, Settings};
+use crate::cancel::Cancel;
 use crate::effects::EffectError;
 use crate::effects::journal::{JournalEntry, Lease, Retention};
 use crate::history::render;
@@ -59,6 +65,7 @@ pub struct Worker {
     settings: Settings,
     concurrency: usize,
     log: Log,
+    stop: Cancel,
 }
 
 /// How a job is answered.
@@ -72,7 +79,9 @@ pub(crate) enum Mode {
 
 impl Worker {
     /// A worker over the roots in `roots` (opened at `roots_path`, which is only for messages), running
-    /// up to `concurrency` jobs at once (on different roots; jobs on one root wait for its lease).
+    /// up to `concurrency` jobs at once (on different roots; jobs on one root wait for its lease),
+    /// until `stop` is set.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         toolbox: Toolbox,
         policy: Policy,
@@ -81,6 +90,7 @@ impl Worker {
         settings: Settings,
         concurrency: usize,
         log: Log,
+        stop: Cancel,
     ) -> Worker {
         Worker {
             toolbox,
@@ -90,14 +100,17 @@ impl Worker {
             settings,
             concurrency: concurrency.max(1),
             log,
+            stop,
         }
     }
 
-    /// Works until it is killed: creates the streams and consumers when missing (retrying while the
-    /// server is not there yet, or restarting), then answers jobs and dead letters. Runs on the
-    /// current thread (a `LocalSet`).
+    /// Works until it is stopped (or killed): creates the streams and consumers when missing
+    /// (retrying while the server is not there yet, or restarting), then answers jobs and dead
+    /// letters; once stopped, returns when the jobs under way have stopped and been handed back.
+    /// Runs on the current thread (a `LocalSet`).
     pub async fn run(self, client: async_nats::Client) {
         let js = jetstream::new(client);
+        let stop = self.stop.clone();
         let (jobs, dead) = loop {
             let ready = async {
                 setup::ensure_streams(&js, &self.settings).await?;
@@ -105,7 +118,11 @@ impl Worker {
                 let dead = setup::dead_consumer(&js, &self.settings).await?;
                 Ok::<_, WorkerError>((jobs, dead))
             };
-            match ready.await {
+            let ready = tokio::select! {
+                ready = ready => ready,
+                () = stop.cancelled() => return,
+            };
+            match ready {
                 Ok(consumers) => break consumers,
                 Err(error) => {
                     (self.log)(&format!("setting up (retrying): {error}"));
@@ -130,10 +147,19 @@ impl Worker {
     async fn pull_jobs(self: Rc<Self>, js: Context, jobs: jetstream::consumer::PullConsumer) {
         let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(self.concurrency));
         loop {
-            let Ok(slot) = slots.clone().acquire_owned().await else {
-                return;
+            let pulled = async {
+                let slot = slots.clone().acquire_owned().await.ok()?;
+                Some((slot, next_message(&jobs).await))
             };
-            let message = match next_message(&jobs).await {
+            let (slot, pulled) = tokio::select! {
+                biased;
+                () = self.stop.cancelled() => break,
+                pulled = pulled => match pulled {
+                    Some(pulled) => pulled,
+                    None => break,
+                },
+            };
+            let message = match pulled {
                 Ok(Some(message)) => message,
                 Ok(None) => continue,
                 Err(error) => {
@@ -149,6 +175,9 @@ impl Worker {
                 drop(slot);
             });
         }
+        // Stopping: the jobs under way stop their calls and hand their jobs back; wait for them.
+        let all = u32::try_from(self.concurrency).unwrap_or(u32::MAX);
+        let _ = slots.acquire_many(all).await;
     }
 
     /// Answers one delivery of a job, then acks it; on an error, leaves it to a later delivery.
@@ -254,16 +283,25 @@ impl Worker {
                     }
                     Ok::<_, EffectError>(found)
                 };
-                process_turn_recorded(
+                let hooks = TurnHooks {
+                    approver: None,
+                    cancel: Some(&self.stop),
+                };
+                let report = process_turn_recorded(
                     &self.toolbox,
                     &root,
                     &self.policy,
                     turn,
                     options,
-                    TurnHooks::default(),
+                    hooks,
                     &mut recorded,
                 )
-                .await?
+                .await?;
+                // Stopped meanwhile: some call was cancelled, so the report is not the job's answer.
+                if self.stop.is_cancelled() {
+                    return Err(WorkerError::Stopping);
+                }
+                report
             }
             Mode::DeadLetter(_) if !turn.is_completed() => {
                 process_turn_with(
