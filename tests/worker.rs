@@ -792,3 +792,76 @@ fn a_worker_told_to_stop_applies_nothing_more_and_hands_its_job_back() {
     assert_eq!(setup.read("a.txt").as_deref(), Some("one"));
     assert_eq!(journal(&setup.root()).len(), 1);
 }
+
+/// The consumers on the results stream (the waiting submitter's), as the server lists them.
+fn results_consumers(url: &str) -> usize {
+    runtime().block_on(async {
+        let client = async_nats::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let Ok(mut stream) = js.get_stream(format!("{PREFIX}_results")).await else {
+            return 0;
+        };
+        stream
+            .info()
+            .await
+            .map_or(0, |info| info.state.consumer_count)
+    })
+}
+
+/// `submit --wait` started before any worker waits on through a broker restart (its consumer is
+/// gone with the server) and prints the report once a worker answers the job.
+#[test]
+fn a_submitter_waits_on_through_a_broker_restart() {
+    let Some(mut setup) = Setup::new("a_submitter_waits_on_through_a_broker_restart") else {
+        return;
+    };
+    let stream = setup.dir.path().join("late.sse");
+    let calls = [(
+        "c1".to_owned(),
+        "write_file",
+        json!({"path": "late.txt", "content": "late"}),
+    )];
+    std::fs::write(&stream, anthropic_turn(&calls, false)).unwrap();
+    let waiting = Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .args([
+            "submit",
+            "--nats",
+            &setup.nats.url(),
+            "--provider",
+            "anthropic",
+        ])
+        .args([
+            "--root",
+            "r1",
+            "--job-id",
+            "late",
+            "--wait",
+            "--timeout-ms",
+            "120000",
+        ])
+        .arg(&stream)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(30), || results_consumers(
+            &setup.nats.url()
+        ) > 0),
+        "the submitter never waited"
+    );
+    setup.nats.restart();
+    let _worker = setup.spec.spawn(&[]);
+    let out = waiting.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(report["calls"][0]["status"], "ok", "{report}");
+    assert_eq!(setup.read("late.txt").as_deref(), Some("late"));
+}
