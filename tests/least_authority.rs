@@ -212,10 +212,11 @@ fn hard_link_swapped_in_while_reading(path: &str, file: &str, grant: &str) {
     let (outside, plain) = (ws.outside_path().join("secret.txt"), spare.join("plain"));
     std::fs::create_dir(&spare).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swaps = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     // The test plays another process swapping the file: it renames beneath the root on purpose.
     #[allow(clippy::disallowed_methods)]
     let swapper = {
-        let stop = stop.clone();
+        let (stop, swaps) = (stop.clone(), swaps.clone());
         std::thread::spawn(move || {
             let link = spare.join("link");
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -224,10 +225,12 @@ fn hard_link_swapped_in_while_reading(path: &str, file: &str, grant: &str) {
                 std::fs::rename(&link, &target).unwrap();
                 std::fs::write(&plain, "inside data\n").unwrap();
                 std::fs::rename(&plain, &target).unwrap();
+                swaps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         })
     };
     let mut seen: std::collections::BTreeMap<String, u64> = Default::default();
+    let swaps_before = swaps.load(std::sync::atomic::Ordering::Relaxed);
     let started = std::time::Instant::now();
     while started.elapsed() < Duration::from_secs(4) {
         let input = json!({"attack": "read_repeatedly", "path": path, "arg": file, "size": 2000});
@@ -244,11 +247,19 @@ fn hard_link_swapped_in_while_reading(path: &str, file: &str, grant: &str) {
             *seen.entry(what).or_default() += count;
         }
     }
+    let swaps_while_reading = swaps.load(std::sync::atomic::Ordering::Relaxed) - swaps_before;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     swapper.join().unwrap();
     assert!(
         !seen.keys().any(|what| what.contains("outside secret")),
         "the outside file was read: {seen:?}"
+    );
+    // The race was run: files were swapped while the tool read, and some of its reads met the swapped
+    // in link (and were refused) rather than only ever the plain file.
+    assert!(swaps_while_reading > 0, "the swapping thread never ran");
+    assert!(
+        seen.keys().any(|what| what.starts_with("error: ")),
+        "no read met a swap ({swaps_while_reading} swaps): {seen:?}"
     );
     assert!(
         seen.get("inside data\n").is_some_and(|n| *n > 0),
@@ -695,7 +706,12 @@ fn a_staged_file_rewritten_during_the_review_fails_the_call() {
         "write_file",
         json!({"path": "new.txt", "content": "reviewed"}),
     );
-    assert!(outcome.result.is_err(), "{:?}", outcome.result);
+    // Refused for exactly that: what was reviewed is not what is staged now.
+    let (_, message) = apply_error(&outcome);
+    assert!(
+        message.contains("a staged file changed after the call"),
+        "{message}"
+    );
     assert!(!ws.root_path().join("new.txt").exists(), "nothing applied");
 }
 
@@ -877,8 +893,8 @@ fn retention_prunes_the_oldest_calls_and_their_pre_images() {
         .iter()
         .filter_map(|e| e.call_id.as_deref())
         .collect();
-    assert!(kept.len() <= 5, "{kept:?}");
-    assert_eq!(kept.last(), Some(&"c7"));
+    // Exactly the newest `max_calls`, in order.
+    assert_eq!(kept, ["c3", "c4", "c5", "c6", "c7"]);
     assert!(
         !kept.contains(&"c0") && !kept.contains(&"c1"),
         "the oldest went first: {kept:?}"

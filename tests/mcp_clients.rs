@@ -335,7 +335,7 @@ fn python_sdk_cancels_a_spinning_call() {
         "--tools",
         &tools,
         "--timeout-ms",
-        "20000",
+        "600000",
         "--max-concurrent",
         "1",
     ]);
@@ -356,23 +356,25 @@ fn python_sdk_cancels_a_spinning_call() {
             .is_some_and(|t| t.contains("present before the call")),
         "{followup}"
     );
+    // One call at a time: the follow-up is answered only once the cancelled call has let its slot go,
+    // which uncancelled it would do at its 600 s wall-time limit. Not a speed check: the bound only
+    // keeps a failure from waiting that long.
     let after_cancel = report["followup_seconds_after_cancel"].as_f64().unwrap();
     assert!(
-        after_cancel < 8.0,
-        "the server answered the next call {after_cancel:.1} s after the cancellation (its timeout is \
-         20 s, one call at a time): the cancelled call kept its slot: {report}"
+        after_cancel < 120.0,
+        "the server answered the next call {after_cancel:.1} s after the cancellation: the cancelled \
+         call kept its slot: {report}"
     );
-    // A guest still spinning would burn most of a core through the whole window.
-    if let (Some(cpu), Some(window)) = (
-        report["server_cpu_in_window_after_followup"].as_f64(),
-        report["server_cpu_window_seconds"].as_f64(),
-    ) {
-        assert!(
-            cpu < window * 0.4,
-            "the server used {cpu:.2} s of CPU in {window} s after the cancellation: is the guest still \
-             spinning? {report}"
-        );
-    }
+    // A guest still spinning would burn most of a core through the whole window; a stopped one leaves
+    // the server idle. The server's CPU time must be found to be looked at.
+    let cpu = report["server_cpu_in_window_after_followup"].as_f64();
+    let window = report["server_cpu_window_seconds"].as_f64().unwrap();
+    let cpu = cpu.unwrap_or_else(|| panic!("the server's CPU time was not found: {report}"));
+    assert!(
+        cpu < window * 0.4,
+        "the server used {cpu:.2} s of CPU in {window} s after the cancellation: is the guest still \
+         spinning? {report}"
+    );
 
     assert!(
         !setup.exists("a.txt"),

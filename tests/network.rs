@@ -13,7 +13,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -554,15 +554,19 @@ fn a_response_over_the_byte_limit_and_a_stalled_server_stop_the_call_and_the_hos
     let policy = fetch_policy(&server);
     let origin = server.origin("allowed.test");
     let limit_of = |path: &str| {
-        let started = Instant::now();
         let (outcome, _ws) = run(
             &toolbox,
             &policy,
             "fetch",
-            json!({"url": format!("{origin}{path}"), "max_bytes": 1 << 20}),
+            json!({"url": format!("{origin}{path}"), "max_bytes": 512 << 10}),
         );
-        let elapsed = started.elapsed();
-        assert!(elapsed < Duration::from_secs(5), "{path}: {elapsed:?}");
+        // Not a speed check: the time in the sandbox (compiling `fetch` into a cold cache is not in
+        // it) is below the 10 s wall-time limit, so the network limit stopped the call, not that.
+        assert!(
+            outcome.duration < Duration::from_secs(10),
+            "{path}: {:?}",
+            outcome.duration
+        );
         match outcome.result {
             Err(CallError::Run(RunError::NetworkLimit(limit))) => limit.to_string(),
             other => panic!("{path}: {other:?}"),

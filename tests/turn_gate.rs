@@ -504,15 +504,32 @@ fn no_call_after_the_one_a_cancel_stops_applies() {
         approver: None,
         cancel: Some(&cancel),
     };
+    let options = TurnOptions {
+        audit: true,
+        ..TurnOptions::default()
+    };
     let report = block_on(process_turn_with(
         &toolbox,
         &ws.root,
         &Policy::allow_all(),
         tool_use_turn(&calls),
-        TurnOptions::default(),
+        options,
         hooks,
     ));
-    assert_eq!(report.calls[0].status, CallStatus::Error);
+    // The first call was running (it ran for a while) when the cancel stopped it.
+    assert_eq!(
+        report.calls[0].step,
+        Some("cancelled"),
+        "{:?}",
+        report.calls[0]
+    );
+    let ran = report.audit.iter().find_map(|record| match record {
+        turngate::audit::AuditRecord::Call(call) if call.id.as_deref() == Some("u0") => {
+            call.duration_ms
+        }
+        _ => None,
+    });
+    assert!(ran.is_some_and(|ms| ms > 0.0), "{:?}", report.audit);
     assert_eq!(
         report.calls[1].step,
         Some("cancelled"),
@@ -598,9 +615,16 @@ fn a_cancel_while_the_user_is_asked_wins_over_their_yes() {
         "{:?}",
         report.calls[49]
     );
-    assert_eq!(approver.asked.load(Ordering::SeqCst), 50, "nobody asked after the cancel");
+    assert_eq!(
+        approver.asked.load(Ordering::SeqCst),
+        50,
+        "nobody asked after the cancel"
+    );
     assert!(ws.exists("f48.txt"));
-    assert!(!ws.exists("f49.txt"), "the call the user said yes to after the cancel applied");
+    assert!(
+        !ws.exists("f49.txt"),
+        "the call the user said yes to after the cancel applied"
+    );
     assert_eq!(ws.names().len(), 49);
     assert_eq!(journaled(&ws), 49);
     assert!(ws.no_staging_left());
@@ -635,7 +659,11 @@ fn a_cancel_stops_the_wait_for_the_user_and_nothing_applies() {
     )
     .unwrap();
     for (tool, input, stage) in [
-        ("write_file", json!({"path": "notes.txt", "content": "new"}), "approval"),
+        (
+            "write_file",
+            json!({"path": "notes.txt", "content": "new"}),
+            "approval",
+        ),
         ("read_file", json!({"path": "notes.txt"}), "approval"),
     ] {
         let ws = Workspace::new();
@@ -661,7 +689,11 @@ fn a_cancel_stops_the_wait_for_the_user_and_nothing_applies() {
             }
         });
         let error = outcome.result.expect_err("cancelled");
-        assert_eq!((error.stage(), error.kind()), (stage, "cancelled"), "{tool}: {error}");
+        assert_eq!(
+            (error.stage(), error.kind()),
+            (stage, "cancelled"),
+            "{tool}: {error}"
+        );
         assert!(
             !approver.answered.load(Ordering::SeqCst),
             "{tool}: the call waited for the user's answer after the cancel"

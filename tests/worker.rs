@@ -680,24 +680,27 @@ fn a_worker_runs_network_tools_under_its_policy() {
     let Some(mut setup) = Setup::new("a_worker_runs_network_tools_under_its_policy") else {
         return;
     };
-    // A server on 127.0.0.1 that answers one request and reports its request line.
+    // A server on 127.0.0.1 that answers every request and reports its request line before it
+    // answers (so every request a call made is reported by the time the call's answer is).
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (sent, seen) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         use std::io::{BufRead, BufReader, Write};
-        let (mut stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut request_line = String::new();
-        reader.read_line(&mut request_line).unwrap();
-        let mut line = String::new();
-        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-            line.clear();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            reader.read_line(&mut request_line).unwrap();
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let _ = sent.send(request_line.trim().to_owned());
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+            );
         }
-        let _ = sent.send(request_line.trim().to_owned());
-        let _ = stream.write_all(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
-        );
     });
     let policy = setup.dir.path().join("policy.toml");
     std::fs::write(
@@ -725,10 +728,17 @@ fn a_worker_runs_network_tools_under_its_policy() {
     let calls = report["calls"].as_array().unwrap();
     assert_eq!(calls[0]["status"], "ok", "{report}");
     assert_eq!(calls[0]["requests"][0]["status"], 200, "{report}");
+    // The URL outside the policy is refused at the gate, and the server never sees it.
     assert_eq!(calls[1]["status"], "error", "{report}");
+    assert!(
+        calls[1]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("refused at url: ")),
+        "{report}"
+    );
     assert_eq!(
-        seen.recv_timeout(Duration::from_secs(5)).unwrap(),
-        "GET /allowed HTTP/1.1"
+        seen.try_iter().collect::<Vec<_>>(),
+        ["GET /allowed HTTP/1.1"]
     );
 }
 

@@ -131,7 +131,10 @@ fn workers_apply_every_call_exactly_once_through_kills_and_a_server_restart() {
 
     let mut hooks = HOOKS.iter();
     let mut next_env = || hooks.next().map(|h| vec![*h]).unwrap_or_default();
-    let mut workers: Vec<WorkerProcess> = (0..WORKERS).map(|_| spec.spawn(&next_env())).collect();
+    // Each worker with the hook it carries: one killed before its hook fired hands the hook to the
+    // worker that replaces it, so every hook gets to stop a worker.
+    let mut envs: Vec<Vec<(&str, &str)>> = (0..WORKERS).map(|_| next_env()).collect();
+    let mut workers: Vec<WorkerProcess> = envs.iter().map(|env| spec.spawn(env)).collect();
     let mut hook_stops = 0;
     let mut kills = 0;
     let mut restarted = false;
@@ -147,10 +150,11 @@ fn workers_apply_every_call_exactly_once_through_kills_and_a_server_restart() {
              see {}",
             dir.path().join("workers.log").display()
         );
-        for worker in &mut workers {
+        for (worker, env) in workers.iter_mut().zip(envs.iter_mut()) {
             if !worker.alive() {
                 hook_stops += 1;
-                *worker = spec.spawn(&next_env());
+                *env = next_env();
+                *worker = spec.spawn(env);
             }
         }
         let pending = runtime.block_on(pending_jobs(&nats.url()));
@@ -159,9 +163,12 @@ fn workers_apply_every_call_exactly_once_through_kills_and_a_server_restart() {
             if kills < RANDOM_KILLS && answered >= kill_at[kills] {
                 std::thread::sleep(Duration::from_millis(fastrand::u64(0..300)));
                 let victim = fastrand::usize(0..WORKERS);
-                workers[victim].kill();
-                workers[victim] = spec.spawn(&next_env());
-                kills += 1;
+                if workers[victim].alive() {
+                    workers[victim].kill();
+                    // Its hook, if it had one, has not fired (it would have exited): re-armed.
+                    workers[victim] = spec.spawn(&envs[victim]);
+                    kills += 1;
+                }
             }
             if !restarted && answered >= JOBS / 2 {
                 nats.restart();

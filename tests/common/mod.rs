@@ -160,7 +160,8 @@ impl Workspace {
     }
 }
 
-/// SHA-256 of every file beneath `dir` (not following symlinks), keyed by relative path.
+/// Everything beneath `dir` (not following symlinks), keyed by relative path: a file's SHA-256, a
+/// link's target, and `directory` for each directory (so an empty one made or removed shows).
 pub fn hash_tree(dir: &Path) -> BTreeMap<PathBuf, String> {
     let mut hashes = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -170,6 +171,7 @@ pub fn hash_tree(dir: &Path) -> BTreeMap<PathBuf, String> {
             let kind = entry.file_type().unwrap();
             let rel = entry.path().strip_prefix(dir).unwrap().to_path_buf();
             if kind.is_dir() {
+                hashes.insert(rel, "directory".to_owned());
                 stack.push(entry.path());
             } else if kind.is_symlink() {
                 hashes.insert(

@@ -72,7 +72,9 @@ impl OnTerminal {
 
     /// Types `line` and Enter.
     pub fn type_line(&mut self, line: &str) {
-        self.keyboard.write_all(format!("{line}\n").as_bytes()).unwrap();
+        self.keyboard
+            .write_all(format!("{line}\n").as_bytes())
+            .unwrap();
         self.keyboard.flush().unwrap();
     }
 

@@ -167,8 +167,44 @@ mod tests {
         ));
     }
 
+    /// Three calls on one file arrive while a fourth holds it; polled latest first, each time only
+    /// the earliest still waiting may go: the order is their arrival, not who looks first.
+    #[test]
+    fn overlapping_calls_go_in_the_order_they_arrived_whoever_looks_first() {
+        use std::future::Future;
+        use std::pin::pin;
+        use std::task::{Context, Poll, Waker};
+        let order = PathOrder::default();
+        let file = || paths(&[("notes.txt", Access::Write)]);
+        let mut cx = Context::from_waker(Waker::noop());
+        let Poll::Ready(first) = pin!(order.enter(file())).poll(&mut cx) else {
+            panic!("nobody holds the file yet");
+        };
+        let mut second = pin!(order.enter(file()));
+        let mut third = pin!(order.enter(file()));
+        let mut fourth = pin!(order.enter(file()));
+        // In arrival order, each takes its ticket and waits.
+        assert!(second.as_mut().poll(&mut cx).is_pending());
+        assert!(third.as_mut().poll(&mut cx).is_pending());
+        assert!(fourth.as_mut().poll(&mut cx).is_pending());
+        drop(first);
+        assert!(fourth.as_mut().poll(&mut cx).is_pending());
+        assert!(third.as_mut().poll(&mut cx).is_pending());
+        let Poll::Ready(second_ticket) = second.as_mut().poll(&mut cx) else {
+            panic!("the earliest waiting call did not go");
+        };
+        assert!(fourth.as_mut().poll(&mut cx).is_pending());
+        drop(second_ticket);
+        assert!(fourth.as_mut().poll(&mut cx).is_pending());
+        let Poll::Ready(third_ticket) = third.as_mut().poll(&mut cx) else {
+            panic!("the third did not go after the second");
+        };
+        drop(third_ticket);
+        assert!(fourth.as_mut().poll(&mut cx).is_ready());
+    }
+
     #[tokio::test]
-    async fn overlapping_writes_wait_in_arrival_order_and_disjoint_ones_do_not() {
+    async fn overlapping_writes_wait_and_disjoint_ones_do_not() {
         let order = Arc::new(PathOrder::default());
         let first = order.enter(paths(&[("notes.txt", Access::Write)])).await;
         // Disjoint, or both reading: no wait.

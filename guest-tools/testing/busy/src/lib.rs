@@ -1,7 +1,7 @@
 //! `busy`: a test guest that declares no paths (so its calls get no view and run on the caller's task)
 //! and, as its input asks, computes forever (`{"mode": "spin"}`) or sleeps forever (`{"mode":
-//! "sleep"}`). The host must stop either at the wall-time limit or a cancellation, and keep running the
-//! caller's other tasks meanwhile. Never bundled.
+//! "sleep"}`), after printing `busy: started`. The host must stop either at the wall-time limit or a
+//! cancellation, and keep running the caller's other tasks meanwhile. Never bundled.
 
 use turngate_guest::{Descriptor, Guest, ToolError, describe};
 
@@ -20,6 +20,8 @@ impl Guest for Busy {
 
     fn call(input: String) -> Result<String, ToolError> {
         let input: serde_json::Value = turngate_guest::parse_input(&input)?;
+        // What a stopped call's outcome keeps of its stdout shows it was running when it was stopped.
+        println!("busy: started");
         if input.get("mode").and_then(serde_json::Value::as_str) == Some("sleep") {
             loop {
                 std::thread::sleep(std::time::Duration::from_secs(3600));

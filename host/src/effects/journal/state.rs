@@ -132,3 +132,38 @@ pub(super) fn is_temporary(name: &str, prefix: &str) -> bool {
         .and_then(|rest| rest.strip_prefix('.'))
         .is_some_and(|rest| rest.ends_with(TEMPORARY))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link planted at the very name a temporary file is about to get is never opened: the name is
+    /// taken as in use and the next one drawn.
+    #[test]
+    fn a_link_planted_at_the_next_temporary_name_is_passed_over_never_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("secret.txt");
+        std::fs::write(&target, "outside secret\n").unwrap();
+        let state = Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority()).unwrap();
+        let mut predicted = fastrand::Rng::with_seed(7);
+        let first = format!("journal.jsonl.{:016x}.tmp", predicted.u64(..));
+        let second = format!("journal.jsonl.{:016x}.tmp", predicted.u64(..));
+        std::os::unix::fs::symlink(&target, dir.path().join(&first)).unwrap();
+        fastrand::seed(7);
+        let (mut file, name) = create_temporary(&state, "journal.jsonl").unwrap();
+        std::io::Write::write_all(&mut file, b"written").unwrap();
+        assert_eq!(name, second, "the planted name was not passed over");
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "outside secret\n"
+        );
+        assert!(
+            dir.path()
+                .join(&first)
+                .symlink_metadata()
+                .unwrap()
+                .is_symlink()
+        );
+    }
+}
