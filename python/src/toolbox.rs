@@ -13,7 +13,7 @@ use turngate::effects::journal::{CallState, UndoError as LibUndoError};
 use turngate::live::request::tool_definitions;
 use turngate::{
     CacheSetting, CallContext, Cancel, Effects, Journal, Limits, Policy, Retention, Root, Toolbox,
-    TurnHooks, TurnOptions, TurnReport, TurnStatus, UndoTarget, process_turn_with,
+    TurnHooks, TurnOptions, TurnStatus, UndoTarget, process_turn_with,
 };
 
 use crate::approver::PyApprover;

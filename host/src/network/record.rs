@@ -58,7 +58,7 @@ pub(crate) fn shown_url(uri: &http::Uri) -> String {
 /// less the punctuation that ends a sentence.
 pub fn mask_urls(text: &str) -> std::borrow::Cow<'_, str> {
     let starts = |at: usize| {
-        let rest = text[at..].as_bytes();
+        let rest = &text.as_bytes()[at..];
         [&b"http://"[..], b"https://"].iter().any(|scheme| {
             rest.len() >= scheme.len() && rest[..scheme.len()].eq_ignore_ascii_case(scheme)
         })
