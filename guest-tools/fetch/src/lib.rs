@@ -100,21 +100,20 @@ impl NetworkGuest for Fetch {
                 headers.insert(name, json!(value));
             }
         }
-        let mut output = json!({
-            "url": url.to_string(),
-            "status": response.status,
-            "headers": headers,
-            "body": "",
-            "truncated": response.truncated,
-        });
-        let room = OUTPUT_BUDGET.saturating_sub(output.to_string().len());
+        let output = |body: &str, truncated: bool| {
+            json!({
+                "url": url.to_string(),
+                "status": response.status,
+                "headers": headers,
+                "body": body,
+                "truncated": truncated,
+            })
+            .to_string()
+        };
+        let room = OUTPUT_BUDGET.saturating_sub(output("", true).len());
         let text = String::from_utf8_lossy(&response.body);
         let (body, cut) = escaped_prefix(&text, room);
-        output["body"] = json!(body);
-        if cut {
-            output["truncated"] = json!(true);
-        }
-        Ok(output.to_string())
+        Ok(output(body, response.truncated || cut))
     }
 
     fn url_fields() -> Vec<String> {
