@@ -4,7 +4,7 @@ mod common;
 
 use std::process::Command;
 
-use common::terminal::OnTerminal;
+use common::terminal::ctrl_c_then_yes;
 use serde_json::Value;
 
 fn turngate() -> Command {
@@ -927,12 +927,7 @@ fn ctrl_c_while_run_asks_cancels_the_call_and_a_later_yes_applies_nothing() {
     run.args(["run", "--provider", "anthropic", "--review", "--root"])
         .arg(root.path())
         .arg(fixture("seed/anthropic_complete.sse"));
-    let mut terminal = OnTerminal::spawn(run);
-    terminal.wait_for("Apply them? [y/N]");
-    terminal.interrupt();
-    terminal.wait_for("turngate: stopping");
-    terminal.type_line("y");
-    let (code, stdout) = terminal.finish();
+    let (code, stdout) = ctrl_c_then_yes(run, "Apply them? [y/N]");
     assert_eq!(code, Some(130), "{stdout}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["calls"][0]["status"], "error", "{report}");
@@ -957,12 +952,7 @@ fn ctrl_c_while_call_asks_cancels_it() {
     call.args(["call", "--review", "--root"])
         .arg(root.path())
         .args(["write_file", r#"{"path":"notes.txt","content":"x"}"#]);
-    let mut terminal = OnTerminal::spawn(call);
-    terminal.wait_for("Apply them? [y/N]");
-    terminal.interrupt();
-    terminal.wait_for("turngate: stopping");
-    terminal.type_line("y");
-    let (code, stdout) = terminal.finish();
+    let (code, stdout) = ctrl_c_then_yes(call, "Apply them? [y/N]");
     assert_eq!(code, Some(130), "{stdout}");
     let outcome: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(outcome["error"]["kind"], "cancelled", "{outcome}");

@@ -1063,12 +1063,7 @@ fn ctrl_c_while_the_agent_asks_cancels_the_call_and_a_later_yes_applies_nothing(
         .arg(&policy)
         .args(["--base-url", &server.base_url()])
         .arg("Update the notes.");
-    let mut terminal = common::terminal::OnTerminal::spawn(command);
-    terminal.wait_for("Apply them? [y/N]");
-    terminal.interrupt();
-    terminal.wait_for("turngate: stopping");
-    terminal.type_line("y");
-    let (code, stdout) = terminal.finish();
+    let (code, stdout) = common::terminal::ctrl_c_then_yes(command, "Apply them? [y/N]");
     assert_eq!(code, Some(130), "{stdout}");
     let summary: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(summary["end"]["kind"], "cancelled", "{summary}");

@@ -83,6 +83,13 @@ impl Server {
         );
     }
 
+    /// Sends `notifications/cancelled` for request `id`.
+    fn cancel(&mut self, id: u64) {
+        let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                               "params": {"requestId": id, "reason": "the user pressed stop"}});
+        self.send_raw(&cancelled.to_string());
+    }
+
     fn send_raw(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         stdin.write_all(line.as_bytes()).unwrap();
@@ -564,11 +571,7 @@ fn a_cancelled_call_stops_applies_nothing_and_frees_its_slot() {
         json!({}),
     );
     let spinning = start_spinning_call(&mut server);
-    server.send_raw(
-        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": spinning, "reason": "the user stopped it"}})
-        .to_string(),
-    );
+    server.cancel(spinning);
     let next = server.call("write_file", json!({"path": "after.txt", "content": "ok"}));
     assert_eq!(next["isError"], false, "{next}");
     assert!(!root.path().join("a.txt").exists());
@@ -689,6 +692,25 @@ fn journaled(root: &Path) -> bool {
     !out.stdout.is_empty()
 }
 
+/// Call `id` is audited `cancelled`, `notes.txt` still holds `notes`, nothing is journaled, and the
+/// server ends cleanly.
+fn assert_cancelled_with_nothing_applied(
+    server: Server,
+    log: &Path,
+    id: u64,
+    root: &Path,
+    notes: &str,
+) {
+    let record = audited(log, id);
+    assert_eq!(record["step"], "cancelled", "{record}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        notes
+    );
+    assert!(!journaled(root));
+    assert!(server.finish().success());
+}
+
 /// `notifications/cancelled` while the user is asked through an elicitation: the call is cancelled
 /// (audited `cancelled`), and the user's accept that comes after it applies nothing.
 #[test]
@@ -717,21 +739,10 @@ fn a_cancel_during_an_elicitation_wins_over_the_accept_that_follows() {
     );
     let question = server.next(PATIENCE).unwrap();
     assert_eq!(question["method"], "elicitation/create", "{question}");
-    server.send_raw(
-        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": id, "reason": "the user pressed stop"}})
-        .to_string(),
-    );
+    server.cancel(id);
     let yes = json!({"action": "accept", "content": {"apply": true}});
     server.send_raw(&json!({"jsonrpc": "2.0", "id": question["id"], "result": yes}).to_string());
-    let record = audited(&log, id);
-    assert_eq!(record["step"], "cancelled", "{record}");
-    assert_eq!(
-        std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
-        "old line\n"
-    );
-    assert!(!journaled(root.path()));
-    assert!(server.finish().success());
+    assert_cancelled_with_nothing_applied(server, &log, id, root.path(), "old line\n");
 }
 
 /// A 2026 client's retry carries the user's yes; `notifications/cancelled` for that retry, coming
@@ -776,19 +787,8 @@ fn a_cancel_of_an_input_required_retry_after_the_yes_applies_nothing() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    server.send_raw(
-        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": retry, "reason": "the user pressed stop"}})
-        .to_string(),
-    );
-    let record = audited(&log, retry);
-    assert_eq!(record["step"], "cancelled", "{record}");
-    assert_eq!(
-        std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
-        "old\n"
-    );
-    assert!(!journaled(root.path()));
-    assert!(server.finish().success());
+    server.cancel(retry);
+    assert_cancelled_with_nothing_applied(server, &log, retry, root.path(), "old\n");
 }
 
 #[test]

@@ -105,3 +105,15 @@ impl OnTerminal {
         (status.code(), stdout)
     }
 }
+
+/// Runs `command` on a terminal until it asks `question`, presses Ctrl-C, waits for the notice that
+/// the cancel is in force, then types `y`: what a user who stopped and then said yes does. Answers
+/// the exit code and standard output.
+pub fn ctrl_c_then_yes(command: Command, question: &str) -> (Option<i32>, String) {
+    let mut terminal = OnTerminal::spawn(command);
+    terminal.wait_for(question);
+    terminal.interrupt();
+    terminal.wait_for("turngate: stopping");
+    terminal.type_line("y");
+    terminal.finish()
+}
