@@ -360,11 +360,11 @@ fn locked_dir() -> tempfile::TempDir {
             std::fs::read(path).unwrap(),
         ))
     };
-    let lock = turngate::lockfile::ToolLock::new([turngate::lockfile::PinnedTool {
-        file: "noop.wasm".into(),
-        name: "noop".into(),
-        sha256: sha(&dir.path().join("noop.wasm")),
-    }]);
+    let lock = turngate::lockfile::ToolLock::new([turngate::lockfile::PinnedTool::local(
+        "noop.wasm".into(),
+        "noop".into(),
+        sha(&dir.path().join("noop.wasm")),
+    )]);
     std::fs::write(
         dir.path().join(turngate::lockfile::LOCK_FILE),
         lock.render(),

@@ -676,8 +676,10 @@ fn a_cancel_stops_the_wait_for_the_user_and_nothing_applies() {
         context.cancel = Some(&cancel);
         // Cancels once the question is open.
         let input = input.to_string();
+        // Built outside the runtime below (the first test to ask builds it on a runtime of its own).
+        let toolbox = bundled();
         let outcome = block_on(async {
-            let call = bundled().call_in(&mut context, tool, &input);
+            let call = toolbox.call_in(&mut context, tool, &input);
             let stop = async {
                 approver.asked.notified().await;
                 cancel.cancel();

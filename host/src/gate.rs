@@ -26,6 +26,12 @@ const MAX_SCHEMA_ERRORS: usize = 8;
 pub trait ToolCatalog {
     /// The contract of the tool called `name`, if there is one.
     fn contract(&self, name: &str) -> Option<&ToolContract>;
+
+    /// Whether the tool `name` was installed from a registry: its calls run only under a policy that
+    /// lists it, whatever the default mode (its grants are never implied).
+    fn installed_from_registry(&self, _name: &str) -> bool {
+        false
+    }
 }
 
 /// A call that passed every step of the gate.
@@ -195,6 +201,13 @@ pub fn check_call<'t>(
     }
     if let Verdict::Deny(reason) = policy.check_tool(name) {
         return Err(GateError::Policy(reason));
+    }
+    if tools.installed_from_registry(name) && !policy.lists(name) {
+        return Err(GateError::Policy(format!(
+            "`{name}` was installed from a registry and no policy grants it anything: it runs only \
+             under a policy that lists it (`[tools.{name}]`, which `turngate tools add \
+             --accept-grants --policy FILE` writes)"
+        )));
     }
     let mut paths = Vec::new();
     for param in &tool.descriptor().paths {

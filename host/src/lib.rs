@@ -60,6 +60,7 @@ pub mod outcome;
 pub mod pipeline;
 pub mod policy;
 pub mod providers;
+pub mod registry;
 pub mod resolve;
 pub mod root;
 pub mod sandbox;

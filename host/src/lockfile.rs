@@ -1,18 +1,30 @@
 //! Pinned tools: `turngate.lock` names every component of a tools directory with the SHA-256 of its
 //! bytes, so a component swapped in later is refused at load instead of run.
 //!
-//! `turngate tools lock --tools DIR` writes it; `--locked` (on `run`, `call`, `agent` and `mcp`) makes a
-//! component that is not in the lock, or whose digest differs, a load error naming the file and both
-//! digests. The check comes before the component is described: a pinned directory runs no code that was
-//! not pinned. The format (TOML):
+//! `turngate tools lock --tools DIR` writes it, and `turngate tools add` adds to it; `--locked` (on
+//! `run`, `call`, `agent` and `mcp`) makes a component that is not in the lock, or whose digest
+//! differs, a load error naming the file and both digests. The check comes before the component is
+//! described: a pinned directory runs no code that was not pinned. A tool installed from a registry
+//! also records where it came from, the digest of the manifest it was pulled by, who signed it (or
+//! that nobody did) and the grants the user accepted; `--locked` checks its stored manifest and
+//! signature again (`toolbox.rs`). The format (TOML; version 1 has no registry fields):
 //!
 //! ```toml
-//! version = 1
+//! version = 2
 //!
 //! [[tool]]
 //! file = "text_stats.wasm"
 //! name = "text_stats"
 //! sha256 = "9f2c..."
+//!
+//! [[tool]]
+//! file = "sha256-4be1....wasm"
+//! name = "weather"
+//! sha256 = "4be1..."
+//! source = "oci://ghcr.io/acme/weather:1.2.0"
+//! manifest = "sha256:77aa..."
+//! signer = "key acme (SHA-256 of its key: 5d0c...)"
+//! grants = '{"network": {"get": ["https://api.weather.example/**"]}}'
 //! ```
 
 use std::collections::BTreeMap;
@@ -22,11 +34,12 @@ use serde::{Deserialize, Serialize};
 /// The lock file's name in a tools directory.
 pub const LOCK_FILE: &str = "turngate.lock";
 
-/// The format version written and understood.
-const VERSION: u32 = 1;
+/// The format version written; version 1 (no registry fields) is read too.
+const VERSION: u32 = 2;
 
 /// One pinned component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PinnedTool {
     /// The component's file name in the directory.
     pub file: String,
@@ -34,6 +47,46 @@ pub struct PinnedTool {
     pub name: String,
     /// SHA-256 of the component's bytes, hex.
     pub sha256: String,
+    /// Where a tool installed from a registry came from: `oci://REGISTRY/REPO:TAG` (or `@sha256:...`),
+    /// or the OCI image layout directory it was read from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The digest (`sha256:...`) of the manifest it was pulled by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
+    /// Who signed it, as the install verified: `key NAME (SHA-256 ...)` or `sigstore ISSUER IDENTITY`;
+    /// `None` for a tool installed unsigned (`unsigned = true`) or not from a registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
+    /// Installed without a signature, by the user's explicit choice.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unsigned: bool,
+    /// The grants the user accepted, as JSON text (`None`: none accepted; the tool's calls are
+    /// denied until a policy grants them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<String>,
+}
+
+impl PinnedTool {
+    /// A component pinned by file, name and digest, with no registry fields.
+    pub fn local(file: String, name: String, sha256: String) -> PinnedTool {
+        PinnedTool {
+            file,
+            name,
+            sha256,
+            source: None,
+            manifest: None,
+            signer: None,
+            unsigned: false,
+            grants: None,
+        }
+    }
+
+    /// Whether it came from a registry (or a layout directory): then its manifest and signature are
+    /// kept beside it and checked again by `--locked`.
+    pub fn from_registry(&self) -> bool {
+        self.source.is_some()
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -91,13 +144,40 @@ impl ToolLock {
     pub fn parse(text: &str) -> Result<ToolLock, LockError> {
         let parsed: LockText =
             toml::from_str(text).map_err(|e| LockError::Invalid(e.to_string()))?;
-        if parsed.version != VERSION {
+        if !(1..=VERSION).contains(&parsed.version) {
             return Err(LockError::Invalid(format!(
-                "version {} (this turngate reads version {VERSION})",
+                "version {} (this turngate reads versions 1 to {VERSION})",
                 parsed.version
             )));
         }
+        if parsed.version == 1 && parsed.tool.iter().any(PinnedTool::from_registry) {
+            return Err(LockError::Invalid(
+                "version 1 has no registry fields".into(),
+            ));
+        }
         Ok(ToolLock::new(parsed.tool))
+    }
+
+    /// The entry of the component `file`, if pinned.
+    pub fn get(&self, file: &str) -> Option<&PinnedTool> {
+        self.by_file.get(file)
+    }
+
+    /// The entry of the tool named `name`, if pinned.
+    pub fn by_name(&self, name: &str) -> Option<&PinnedTool> {
+        self.by_file.values().find(|t| t.name == name)
+    }
+
+    /// Pins `tool` (replacing any entry of the same file or the same name).
+    pub fn insert(&mut self, tool: PinnedTool) {
+        self.by_file.retain(|_, t| t.name != tool.name);
+        self.by_file.insert(tool.file.clone(), tool);
+    }
+
+    /// Unpins the tool named `name`; answers its entry.
+    pub fn remove(&mut self, name: &str) -> Option<PinnedTool> {
+        let file = self.by_name(name)?.file.clone();
+        self.by_file.remove(&file)
     }
 
     /// The lock file's text.
@@ -108,7 +188,7 @@ impl ToolLock {
         };
         let body = toml::to_string(&text).expect("a lock serializes");
         format!(
-            "# The tool components of this directory, pinned by SHA-256. Written by `turngate tools lock`;\n# checked by `--locked`.\n{body}"
+            "# The tool components of this directory, pinned by SHA-256. Written by `turngate tools lock`\n# and `turngate tools add`; checked by `--locked`.\n{body}"
         )
     }
 
@@ -139,11 +219,11 @@ mod tests {
     use super::*;
 
     fn pinned(file: &str, sha: &str) -> PinnedTool {
-        PinnedTool {
-            file: file.into(),
-            name: file.trim_end_matches(".wasm").into(),
-            sha256: sha.into(),
-        }
+        PinnedTool::local(
+            file.into(),
+            file.trim_end_matches(".wasm").into(),
+            sha.into(),
+        )
     }
 
     #[test]
@@ -160,7 +240,33 @@ mod tests {
             lock.check("c.wasm", "cc"),
             Err(LockError::Unpinned { .. })
         ));
-        assert!(ToolLock::parse("version = 2").is_err());
+        assert!(ToolLock::parse("version = 3").is_err());
         assert!(ToolLock::parse("version = 1\nextra = 1").is_err());
+        // A version 1 lock reads as before; registry fields need version 2.
+        let v1 = "version = 1\n[[tool]]\nfile = \"a.wasm\"\nname = \"a\"\nsha256 = \"aa\"\n";
+        assert_eq!(ToolLock::parse(v1).unwrap().check("a.wasm", "aa"), Ok(()));
+        assert!(ToolLock::parse(&format!("{v1}source = \"oci://r/a:1\"\n")).is_err());
+    }
+
+    #[test]
+    fn a_registry_entry_round_trips_and_replaces_the_entry_of_its_name() {
+        let mut lock = ToolLock::new([pinned("a.wasm", "aa")]);
+        let mut from_registry = pinned("sha256-bb.wasm", "bb");
+        from_registry.name = "a".into();
+        from_registry.source = Some("oci://registry.test/acme/a:1".into());
+        from_registry.manifest = Some("sha256:cc".into());
+        from_registry.signer = Some("key acme".into());
+        from_registry.grants = Some("{}".into());
+        lock.insert(from_registry.clone());
+        assert_eq!(
+            lock.tools().count(),
+            1,
+            "the new entry replaced the old one of its name"
+        );
+        let parsed = ToolLock::parse(&lock.render()).unwrap();
+        assert_eq!(parsed.by_name("a"), Some(&from_registry));
+        assert!(ToolLock::parse(&lock.render().replace("signer", "singer")).is_err());
+        assert_eq!(lock.remove("a"), Some(from_registry));
+        assert_eq!(lock.tools().count(), 0);
     }
 }

@@ -235,6 +235,66 @@ enum ToolsCommand {
         #[command(flatten)]
         sandbox: SandboxArgs,
     },
+    /// Install a tool from a registry (oci://REGISTRY/REPO:TAG or @sha256:...) or an OCI layout
+    /// directory (oci:DIR[:TAG]): pulled by digest, its signature verified against the policy's
+    /// [trust], its requested grants shown and written into the policy only when accepted.
+    ///
+    /// Prints the lock entry as JSON. Exit 0 when installed, 1 when refused (nothing written).
+    Add {
+        /// The source.
+        reference: String,
+        #[command(flatten)]
+        install: cli::registry::InstallArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Follow the tags of tools installed from registries: a moved tag is shown (old and new digest,
+    /// signer, grants asked for more or less) and followed only on yes (--yes, or the terminal).
+    Update {
+        /// The tool (default: every tool installed from a registry).
+        name: Option<String>,
+        /// Follow a moved tag without asking (grants still need --accept-grants or a yes).
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        install: cli::registry::InstallArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Remove a tool installed from a registry: its component, its provenance and its lock entry.
+    Remove {
+        /// The tool.
+        name: String,
+        /// The tools directory.
+        #[arg(long)]
+        tools: PathBuf,
+    },
+    /// For tool authors: publish a component as a Wasm OCI artifact (oci://REGISTRY/REPO:TAG, or a
+    /// layout oci:DIR:TAG), its descriptor and requested grants (--grants FILE.json) as annotations.
+    Publish {
+        /// The component (`.wasm`).
+        file: PathBuf,
+        /// Where to publish it.
+        reference: String,
+        /// The grants it asks for (JSON: paths, network, secrets, env).
+        #[arg(long, value_name = "FILE")]
+        grants: Option<PathBuf>,
+        #[command(flatten)]
+        registry: cli::registry::RegistryArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// For tool authors: sign a published manifest (REF@sha256:...) with a key (unencrypted PKCS#8
+    /// PEM), as cosign stores key signatures; `cosign verify --key` checks it.
+    Sign {
+        /// The private key.
+        #[arg(long)]
+        key: PathBuf,
+        /// The manifest, by digest.
+        reference: String,
+        #[command(flatten)]
+        registry: cli::registry::RegistryArgs,
+    },
 }
 
 // `turngate agent`'s flags.
@@ -315,8 +375,9 @@ struct ToolboxArgs {
 }
 
 impl ToolboxArgs {
-    async fn build(&self) -> Result<Toolbox> {
-        Ok(self.builder().build().await?)
+    /// The toolbox, its registry tools' signers held to `policy`'s `[trust]` when locked.
+    async fn build(&self, policy: &Policy) -> Result<Toolbox> {
+        Ok(self.builder().trust(policy.trust()).build().await?)
     }
 
     fn builder(&self) -> ToolboxBuilder {
@@ -455,7 +516,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let root =
                 Root::open(&root).with_context(|| format!("opening root {}", root.display()))?;
             let mut log_file = open_log(log.as_deref())?;
-            let toolbox = toolbox.build().await?;
+            let toolbox = toolbox.build(&policy).await?;
             let effects = Effects::default();
             let call_id =
                 call_id.unwrap_or_else(|| format!("call-{}-{:08x}", unix_ms(), fastrand::u32(..)));
@@ -498,7 +559,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 Root::open(&root).with_context(|| format!("opening root {}", root.display()))?;
             let mut log_file = open_log(log.as_deref())?;
             // Load the tools first: a bad tool is a configuration error, reported before the stream.
-            let toolbox = toolbox.build().await?;
+            let toolbox = toolbox.build(&policy).await?;
             let turn = read_turn(
                 StreamSource::from_arg(stream),
                 provider,
@@ -564,7 +625,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Tools { command } => match command {
             ToolsCommand::List { toolbox } => {
-                cli::tools::list(&toolbox.build().await?);
+                cli::tools::list(&toolbox.build(&Policy::allow_all()).await?);
                 Ok(ExitCode::from(EXIT_OK))
             }
             ToolsCommand::Inspect { file, sandbox } => {
@@ -573,6 +634,52 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
             ToolsCommand::Lock { tools, sandbox } => {
                 cli::tools::lock(sandbox.builder(), &tools).await?;
+                Ok(ExitCode::from(EXIT_OK))
+            }
+            ToolsCommand::Add {
+                reference,
+                install,
+                sandbox,
+            } => {
+                cli::registry::add(&reference, &install, sandbox.builder()).await?;
+                Ok(ExitCode::from(EXIT_OK))
+            }
+            ToolsCommand::Update {
+                name,
+                yes,
+                install,
+                sandbox,
+            } => {
+                cli::registry::update(name.as_deref(), &install, yes, sandbox.builder()).await?;
+                Ok(ExitCode::from(EXIT_OK))
+            }
+            ToolsCommand::Remove { name, tools } => {
+                cli::registry::remove(&name, &tools)?;
+                Ok(ExitCode::from(EXIT_OK))
+            }
+            ToolsCommand::Publish {
+                file,
+                reference,
+                grants,
+                registry,
+                sandbox,
+            } => {
+                cli::registry::publish(
+                    &file,
+                    &reference,
+                    grants.as_deref(),
+                    &registry,
+                    sandbox.builder(),
+                )
+                .await?;
+                Ok(ExitCode::from(EXIT_OK))
+            }
+            ToolsCommand::Sign {
+                key,
+                reference,
+                registry,
+            } => {
+                cli::registry::sign(&reference, &key, &registry).await?;
                 Ok(ExitCode::from(EXIT_OK))
             }
             ToolsCommand::Check { file, sandbox } => {
@@ -585,7 +692,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
         },
         Command::Demo { toolbox } => {
-            let toolbox = toolbox.build().await?;
+            let toolbox = toolbox.build(&Policy::allow_all()).await?;
             let as_expected = cli::demo::run(&toolbox).await?;
             Ok(ExitCode::from(if as_expected {
                 EXIT_OK
@@ -608,7 +715,7 @@ async fn agent(args: AgentArgs) -> Result<ExitCode> {
         )
     })?;
     let log = open_log(args.log.as_deref())?;
-    let toolbox = args.toolbox.build().await?;
+    let toolbox = args.toolbox.build(&policy).await?;
     let base_url = args
         .base_url
         .clone()

@@ -16,7 +16,8 @@
 //! paths = ["notes.txt", "drafts/**"]   # read and write (`write` is the same key under another name)
 //! read = ["docs/**"]                   # read only
 //! deny = ["drafts/private/**"]         # denied for this tool, whatever its allows say
-//! approval = "ask"                     # ask the user before applying each call ("auto" is the default)
+//! approval = "ask"                     # ask the user before applying each call ("auto" is the default;
+//!                                      # "deny" refuses every call)
 //!
 //! [tools.fetch.network]                # what the tool may request over HTTP (none without this table)
 //! get = ["https://example.org/**"]     # reads: GET, HEAD, OPTIONS
@@ -25,7 +26,9 @@
 //! ```
 //!
 //! `env = ["LANG"]` under `[tools.NAME]` passes those environment variables to the tool (none by
-//! default); `[secrets.NAME]` tables name secrets the host adds to requests (`network/secrets.rs`).
+//! default); `[secrets.NAME]` tables name secrets the host adds to requests (`network/secrets.rs`), to
+//! every tool's requests for their origins, or with `secrets = ["NAME"]` under `[tools.NAME]` only the
+//! ones listed. `[trust]` says whose signatures a tool from a registry must carry (`registry/trust.rs`).
 //! The `network` tables (a tool's, and a top-level `[network]` whose `deny` binds every tool and whose
 //! grant is the default of tools without one) are described in `network/grant.rs`; no table, no network.
 //!
@@ -47,6 +50,7 @@ use crate::descriptor::Access;
 use crate::network::{
     GrantError, NetworkFile, NetworkGrant, SecretBinding, SecretError, SecretFile,
 };
+use crate::registry::trust::{Trust, TrustError, TrustFile};
 use std::sync::Arc;
 
 /// An authorization policy.
@@ -65,6 +69,7 @@ struct Rules {
     /// The network grant of tools without a network table of their own.
     network: NetworkGrant,
     secrets: Arc<Vec<SecretBinding>>,
+    trust: Trust,
 }
 
 impl Rules {
@@ -82,6 +87,8 @@ struct ToolRules {
     approval: Approval,
     network: NetworkGrant,
     env: Vec<String>,
+    /// The secrets its requests may carry (`None`: every secret, by origin).
+    secrets: Option<Vec<String>>,
 }
 
 /// How tools that the policy does not list are treated.
@@ -106,6 +113,8 @@ pub enum Approval {
     Auto,
     /// Ask before every call is applied; deny when nobody can be asked.
     Ask,
+    /// Refuse every call (a tool installed without its grants).
+    Deny,
 }
 
 /// What the policy says about one call or path.
@@ -138,6 +147,7 @@ struct PolicyFile {
     network: Option<NetworkFile>,
     #[serde(default)]
     secrets: BTreeMap<String, SecretFile>,
+    trust: Option<TrustFile>,
 }
 
 #[derive(Deserialize)]
@@ -156,6 +166,7 @@ struct ToolFile {
     network: Option<NetworkFile>,
     #[serde(default)]
     env: Vec<String>,
+    secrets: Option<Vec<String>>,
 }
 
 /// Why a policy file was refused.
@@ -178,6 +189,17 @@ pub enum PolicyError {
     /// A `[secrets.NAME]` table is unusable.
     #[error("policy: {0}")]
     Secret(#[from] SecretError),
+    /// The `[trust]` section is unusable.
+    #[error("policy: {0}")]
+    Trust(#[from] TrustError),
+    /// A tool lists a secret the policy does not define.
+    #[error("policy for `{tool}`: no `[secrets.{secret}]` for its `secrets` list")]
+    UnknownSecret {
+        /// The tool.
+        tool: String,
+        /// The name.
+        secret: String,
+    },
     /// A network rule does not parse.
     #[error("policy for `{scope}`: {error}")]
     Network {
@@ -215,8 +237,20 @@ impl Policy {
             .iter()
             .map(|(name, secret)| SecretBinding::compile(name, secret))
             .collect::<Result<Vec<_>, _>>()?;
+        let trust = Trust::compile(&file.trust.unwrap_or_default())?;
         let mut tools = BTreeMap::new();
         for (tool, rules) in file.tools {
+            if let Some(unknown) = rules
+                .secrets
+                .iter()
+                .flatten()
+                .find(|name| !file.secrets.contains_key(*name))
+            {
+                return Err(PolicyError::UnknownSecret {
+                    tool,
+                    secret: unknown.clone(),
+                });
+            }
             let tool_network = NetworkGrant::compile(rules.network.as_ref(), top)
                 .map_err(|e| network_error(&tool, e))?;
             let writes: Vec<String> = rules.paths.iter().chain(&rules.write).cloned().collect();
@@ -228,6 +262,7 @@ impl Policy {
                 approval: rules.approval,
                 network: tool_network,
                 env: rules.env,
+                secrets: rules.secrets,
             };
             tools.insert(tool, compiled);
         }
@@ -239,8 +274,18 @@ impl Policy {
                 allow_hard_links: file.allow_hard_links,
                 network,
                 secrets: Arc::new(secrets),
+                trust,
             }),
         })
+    }
+
+    /// Whose signatures a tool from a registry must carry (empty without a policy file or a
+    /// `[trust]` section).
+    pub fn trust(&self) -> Trust {
+        self.rules
+            .as_ref()
+            .map(|r| r.trust.clone())
+            .unwrap_or_default()
     }
 
     /// Whether every call of `tool` must be approved by the user first (`approval = "ask"`).
@@ -272,12 +317,23 @@ impl Policy {
         Some(rules.tools.get(tool).map_or(&rules.network, |t| &t.network))
     }
 
-    /// The secrets the host adds to requests for their origins (none without a policy file).
-    pub fn secrets(&self) -> Arc<Vec<SecretBinding>> {
-        self.rules
-            .as_ref()
-            .map(|r| r.secrets.clone())
-            .unwrap_or_default()
+    /// The secrets the host may add to `tool`'s requests for their origins: every secret, or only
+    /// those its `secrets` list names (none without a policy file).
+    pub fn secrets_for(&self, tool: &str) -> Arc<Vec<SecretBinding>> {
+        let Some(rules) = &self.rules else {
+            return Arc::default();
+        };
+        match rules.tools.get(tool).and_then(|t| t.secrets.as_ref()) {
+            Some(names) => Arc::new(
+                rules
+                    .secrets
+                    .iter()
+                    .filter(|s| names.iter().any(|n| n == s.name()))
+                    .cloned()
+                    .collect(),
+            ),
+            None => rules.secrets.clone(),
+        }
     }
 
     /// The environment variables `tool` may see (`[tools.NAME] env`; none by default).
@@ -286,6 +342,14 @@ impl Policy {
             .as_ref()
             .and_then(|r| r.tools.get(tool))
             .map_or(&[], |t| &t.env)
+    }
+
+    /// Whether the policy file has a `[tools.NAME]` table for `tool` (a tool from a registry runs only
+    /// under a policy that lists it: its grants are never implied).
+    pub fn lists(&self, tool: &str) -> bool {
+        self.rules
+            .as_ref()
+            .is_some_and(|r| r.tools.contains_key(tool))
     }
 
     /// Whether a regular file with more than one hard link may be touched.
@@ -298,6 +362,17 @@ impl Policy {
     /// refusal says how to give it.
     pub fn check_tool(&self, tool: &str) -> Verdict {
         match &self.rules {
+            Some(rules)
+                if rules
+                    .tools
+                    .get(tool)
+                    .is_some_and(|t| t.approval == Approval::Deny) =>
+            {
+                Verdict::Deny(format!(
+                    "the policy denies every call of `{tool}` (`approval = \"deny\"`: a tool installed \
+                     without its grants); grant it paths or network under `[tools.{tool}]`"
+                ))
+            }
             Some(rules) if rules.denies_unlisted(tool) => {
                 let network = if rules.network.any() {
                     format!(

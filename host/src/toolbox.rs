@@ -21,10 +21,11 @@ use crate::descriptor::{Access, DescriptorError, ToolContract, ToolDescriptor};
 use crate::effects::journal::CallMeta;
 use crate::effects::{ChangeSet, Effects, order};
 use crate::gate::{ApprovedCall, ToolCatalog, check_call};
-use crate::lockfile::{LOCK_FILE, LockError, ToolLock};
+use crate::lockfile::{LOCK_FILE, LockError, PinnedTool, ToolLock};
 use crate::network::{self, Asks, NetworkSetup, Resolver, SystemResolver};
 use crate::outcome::{CallError, CallOutcome, CancelledAt};
 use crate::policy::Policy;
+use crate::registry::trust::Trust;
 use crate::root::Root;
 use crate::sandbox::{
     CacheSetting, EngineError, Instances, Limits, PrepareError, Prepared, RawDescriptor, RunError,
@@ -62,6 +63,8 @@ pub struct LoadedTool {
     origin: ToolOrigin,
     sha256: String,
     imports: Vec<String>,
+    /// The lock entry of a tool installed from a registry (its source, manifest, signer).
+    registry: Option<PinnedTool>,
     source: Source,
     /// Set once; concurrent first calls wait for the one preparation.
     prepared: tokio::sync::OnceCell<Prepared>,
@@ -93,6 +96,12 @@ impl LoadedTool {
     /// Where it came from.
     pub fn origin(&self) -> &ToolOrigin {
         &self.origin
+    }
+
+    /// For a tool installed from a registry, its lock entry: the source, the manifest digest, the
+    /// signer and the grants accepted.
+    pub fn registry(&self) -> Option<&PinnedTool> {
+        self.registry.as_ref()
     }
 
     /// Every interface the component imports (each one the sandbox grants).
@@ -186,6 +195,14 @@ pub enum ToolboxError {
         /// What the lock says.
         error: LockError,
     },
+    /// A tool from a registry whose kept manifest or signature no longer vouches for it (`--locked`).
+    #[error("{}: {reason}", path.display())]
+    Provenance {
+        /// The component.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
     /// A tool described itself wrongly.
     #[error("{origin}: {error}")]
     Descriptor {
@@ -209,7 +226,7 @@ pub enum ToolboxError {
 /// Builds a [`Toolbox`]. Defaults: the bundled tools, no extra tools, [`Limits::default`], the user's
 /// precompiled cache directory, tools directories not locked, [`DEFAULT_MAX_CONCURRENT`] calls at once,
 /// [`Instances::Pooled`].
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ToolboxBuilder {
     without_bundled: bool,
     dirs: Vec<PathBuf>,
@@ -217,6 +234,7 @@ pub struct ToolboxBuilder {
     limits: Limits,
     cache: CacheSetting,
     locked: bool,
+    trust: Trust,
     max_concurrent: usize,
     instances: Instances,
     resolver: Arc<dyn Resolver>,
@@ -234,6 +252,7 @@ impl Default for ToolboxBuilder {
             limits: Limits::default(),
             cache: CacheSetting::default(),
             locked: false,
+            trust: Trust::default(),
             max_concurrent: DEFAULT_MAX_CONCURRENT,
             instances: Instances::default(),
             resolver: Arc::new(SystemResolver),
@@ -290,9 +309,17 @@ impl ToolboxBuilder {
     }
 
     /// Loads from each tools directory only the components its `turngate.lock` pins, with the pinned
-    /// digest ([`crate::lockfile`]).
+    /// digest ([`crate::lockfile`]); a tool installed from a registry also has its kept manifest and
+    /// signature checked again ([`crate::registry::provenance`]).
     pub fn locked(mut self, locked: bool) -> Self {
         self.locked = locked;
+        self
+    }
+
+    /// The policy's `[trust]`: with `locked`, the signer of a tool from a registry must still be one
+    /// it trusts.
+    pub fn trust(mut self, trust: Trust) -> Self {
+        self.trust = trust;
         self
     }
 
@@ -335,11 +362,12 @@ impl ToolboxBuilder {
                     known: c
                         .descriptor
                         .and_then(|text| serde_json::from_str::<RawDescriptor>(text).ok()),
+                    registry: None,
                 }
             }));
         }
         for dir in &self.dirs {
-            pending.extend(read_tools_dir(dir, self.locked)?);
+            pending.extend(read_tools_dir(dir, self.locked, &self.trust)?);
         }
         for (origin, bytes) in self.components {
             let bytes: Arc<[u8]> = bytes.into();
@@ -349,6 +377,7 @@ impl ToolboxBuilder {
                 bytes: Some(Cow::Owned(bytes.to_vec())),
                 source: Source::Bytes(bytes),
                 known: None,
+                registry: None,
             });
         }
         let mut tools: BTreeMap<String, LoadedTool> = BTreeMap::new();
@@ -381,27 +410,31 @@ struct Pending {
     source: Source,
     /// What it says about itself, known without running it (a bundled tool's, from the build).
     known: Option<RawDescriptor>,
+    /// Its lock entry, when it came from a registry.
+    registry: Option<PinnedTool>,
 }
 
 /// Every `*.wasm` file in `dir`, in name order, hashed (and checked against the directory's lock when
-/// `locked`).
-fn read_tools_dir(dir: &Path, locked: bool) -> Result<Vec<Pending>, ToolboxError> {
+/// `locked`: its digest, and for a tool from a registry its kept manifest and signature, the signer
+/// held to `trust`). The lock, when there is one, also says which tools came from a registry.
+fn read_tools_dir(dir: &Path, locked: bool, trust: &Trust) -> Result<Vec<Pending>, ToolboxError> {
     let read_dir_error = |source| ToolboxError::ReadDir {
         dir: dir.to_path_buf(),
         error: source,
     };
-    let lock = if locked {
-        let path = dir.join(LOCK_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|source| ToolboxError::ReadFile {
-            path: path.clone(),
+    let lock_path = dir.join(LOCK_FILE);
+    let lock = match std::fs::read_to_string(&lock_path) {
+        Ok(text) => Some(ToolLock::parse(&text).map_err(|source| ToolboxError::Lock {
+            path: lock_path.clone(),
             error: source,
-        })?;
-        Some(ToolLock::parse(&text).map_err(|source| ToolboxError::Lock {
-            path,
-            error: source,
-        })?)
-    } else {
-        None
+        })?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !locked => None,
+        Err(source) => {
+            return Err(ToolboxError::ReadFile {
+                path: lock_path,
+                error: source,
+            });
+        }
     };
     let mut paths = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(read_dir_error)? {
@@ -419,13 +452,22 @@ fn read_tools_dir(dir: &Path, locked: bool) -> Result<Vec<Pending>, ToolboxError
                 error: source,
             })?;
             let sha256 = sha256_hex(&bytes);
-            if let Some(lock) = &lock {
-                let file = path.file_name().unwrap_or_default().to_string_lossy();
+            let file = path.file_name().unwrap_or_default().to_string_lossy();
+            let entry = lock.as_ref().and_then(|lock| lock.get(&file));
+            if locked && let Some(lock) = &lock {
                 lock.check(&file, &sha256)
                     .map_err(|source| ToolboxError::Lock {
                         path: path.clone(),
                         error: source,
                     })?;
+                if let Some(entry) = entry.filter(|e| e.from_registry()) {
+                    check_provenance(dir, entry, &sha256, trust).map_err(|reason| {
+                        ToolboxError::Provenance {
+                            path: path.clone(),
+                            reason,
+                        }
+                    })?;
+                }
             }
             Ok(Pending {
                 origin: ToolOrigin::File(path.clone()),
@@ -433,9 +475,25 @@ fn read_tools_dir(dir: &Path, locked: bool) -> Result<Vec<Pending>, ToolboxError
                 bytes: Some(Cow::Owned(bytes)),
                 source: Source::File(path),
                 known: None,
+                registry: entry.filter(|e| e.from_registry()).cloned(),
             })
         })
         .collect()
+}
+
+/// Checks the kept manifest and signature of the registry tool `entry` of `dir` (`registry/provenance.rs`).
+fn check_provenance(
+    dir: &Path,
+    entry: &PinnedTool,
+    sha256: &str,
+    trust: &Trust,
+) -> Result<(), String> {
+    let path = dir.join(crate::registry::provenance::file_name(&entry.file));
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("its provenance {}: {e}", path.display()))?;
+    let provenance: crate::registry::provenance::Provenance = serde_json::from_str(&text)
+        .map_err(|e| format!("its provenance {}: {e}", path.display()))?;
+    provenance.check(entry, sha256, Some(trust))
 }
 
 async fn load_tool(sandbox: &Sandbox, pending: Pending) -> Result<LoadedTool, ToolboxError> {
@@ -445,6 +503,7 @@ async fn load_tool(sandbox: &Sandbox, pending: Pending) -> Result<LoadedTool, To
         bytes,
         source,
         known,
+        registry,
     } = pending;
     let component_error = |source| ToolboxError::Component {
         origin: origin.clone(),
@@ -491,6 +550,7 @@ async fn load_tool(sandbox: &Sandbox, pending: Pending) -> Result<LoadedTool, To
         origin,
         sha256,
         imports: raw.imports,
+        registry,
         source,
         prepared,
     })
@@ -669,7 +729,7 @@ impl Toolbox {
             grant: context.policy.network(name),
             resolver: self.resolver.clone(),
             limits: self.sandbox.limits().network,
-            secrets: context.policy.secrets(),
+            secrets: context.policy.secrets_for(name),
             asker: Some(asker),
         };
         let env: Vec<(String, String)> = context
@@ -906,6 +966,12 @@ impl<'a> CallContext<'a> {
 impl ToolCatalog for Toolbox {
     fn contract(&self, name: &str) -> Option<&ToolContract> {
         self.tools.get(name).map(|tool| &tool.contract)
+    }
+
+    fn installed_from_registry(&self, name: &str) -> bool {
+        self.tools
+            .get(name)
+            .is_some_and(|tool| tool.registry.is_some())
     }
 }
 

@@ -91,6 +91,7 @@ pub async fn serve(args: McpArgs) -> Result<ExitCode> {
     let toolbox = args
         .toolbox
         .builder()
+        .trust(policy.trust())
         .instances(Instances::Pooled)
         .max_concurrent_calls(max_concurrent)
         .build()

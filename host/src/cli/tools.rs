@@ -43,15 +43,28 @@ pub fn list(toolbox: &Toolbox) {
     }
 }
 
-/// Pins every component of `dir` in `dir/turngate.lock` (written atomically) and prints the lock.
+/// Pins every component of `dir` in `dir/turngate.lock` (written atomically) and prints the lock. An
+/// entry already there for the same file and digest is kept as it is (a tool installed from a registry
+/// keeps its source, manifest, signer and grants).
 pub async fn lock(builder: ToolboxBuilder, dir: &Path) -> Result<()> {
     let toolbox = builder.without_bundled().tools_dir(dir).build().await?;
+    let before = match std::fs::read_to_string(dir.join(LOCK_FILE)) {
+        Ok(text) => ToolLock::parse(&text)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => ToolLock::default(),
+        Err(e) => return Err(e.into()),
+    };
     let pinned = toolbox.tools().filter_map(|tool| match tool.origin() {
-        ToolOrigin::File(path) => Some(PinnedTool {
-            file: path.file_name()?.to_string_lossy().into_owned(),
-            name: tool.descriptor().name.clone(),
-            sha256: tool.sha256().to_owned(),
-        }),
+        ToolOrigin::File(path) => {
+            let file = path.file_name()?.to_string_lossy().into_owned();
+            Some(match before.get(&file) {
+                Some(kept) if kept.sha256 == tool.sha256() => kept.clone(),
+                _ => PinnedTool::local(
+                    file,
+                    tool.descriptor().name.clone(),
+                    tool.sha256().to_owned(),
+                ),
+            })
+        }
         _ => None,
     });
     let text = ToolLock::new(pinned).render();

@@ -126,6 +126,7 @@ pub async fn worker(args: WorkerArgs) -> Result<ExitCode> {
     let toolbox = args
         .toolbox
         .builder()
+        .trust(policy.trust())
         .instances(Instances::Pooled)
         .build()
         .await?;

@@ -119,6 +119,17 @@ impl NetworkGrant {
         })
     }
 
+    /// A grant of exactly these read and write rules (as a tool's requested grants list them), with
+    /// no deny rules and no approval.
+    pub fn from_rules(get: &[String], write: &[String]) -> Result<NetworkGrant, GrantError> {
+        Ok(NetworkGrant {
+            reads: compile(get, true)?,
+            writes: compile(write, false)?,
+            deny: Vec::new(),
+            ask_for_writes: false,
+        })
+    }
+
     /// Whether the grant allows any request at all.
     pub fn any(&self) -> bool {
         !self.reads.is_empty() || !self.writes.is_empty()

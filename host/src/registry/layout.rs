@@ -1,0 +1,255 @@
+//! An OCI image layout directory (what `skopeo copy ... oci:DIR:TAG` and `turngate tools publish FILE
+//! oci:DIR:TAG` write): `oci-layout`, `index.json` listing the manifests (a tag in the annotation
+//! `org.opencontainers.image.ref.name`), and every blob at `blobs/sha256/<hex>`.
+//!
+//! For machines without a registry. Nothing in it is trusted more than a registry's answer: it is read
+//! through a `Dir` handle opened once, blobs without following a link (a symlink leading out of the
+//! layout, or anywhere, is refused), each checked to be a regular file, read to at most its bound and
+//! held to its digest; tags and referrers work as a registry's do (cosign's `sha256-<hex>.sig` tag and
+//! the `sha256-<hex>` referrers tag are tags like any other).
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, OpenOptions};
+use sha2::{Digest as _, Sha256};
+
+use super::RegistryError;
+use super::artifact::{Descriptor, Index, OCI_INDEX, sha256_of};
+
+/// The annotation that tags a manifest in `index.json`.
+pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
+
+/// An OCI image layout directory.
+pub struct Layout {
+    dir: Dir,
+    path: PathBuf,
+}
+
+impl Layout {
+    /// Opens the layout at `path` (for writing, creating it when `create`).
+    pub fn open(path: &Path, create: bool) -> Result<Layout, RegistryError> {
+        let io = |e: std::io::Error| RegistryError::Layout(format!("{}: {e}", path.display()));
+        if create {
+            std::fs::create_dir_all(path.join("blobs/sha256")).map_err(io)?;
+        }
+        let dir = Dir::open_ambient_dir(path, cap_std::ambient_authority()).map_err(io)?;
+        let layout = Layout {
+            dir,
+            path: path.to_path_buf(),
+        };
+        if create && !layout.dir.exists("oci-layout") {
+            layout.write_file("oci-layout", br#"{"imageLayoutVersion": "1.0.0"}"#)?;
+            layout.write_file(
+                "index.json",
+                &serde_json::to_vec(&Index {
+                    schema_version: 2,
+                    media_type: Some(OCI_INDEX.to_owned()),
+                    manifests: Vec::new(),
+                })
+                .expect("an index serializes"),
+            )?;
+        }
+        let marker = layout.read("oci-layout", 4096)?;
+        let version: serde_json::Value = serde_json::from_slice(&marker)
+            .map_err(|e| RegistryError::Layout(format!("oci-layout: {e}")))?;
+        if version["imageLayoutVersion"] != "1.0.0" {
+            return Err(RegistryError::Layout(format!(
+                "{}: not an OCI image layout 1.0.0",
+                path.display()
+            )));
+        }
+        Ok(layout)
+    }
+
+    /// The directory, as the user named it.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The regular file `name` (beneath the layout, no link followed), at most `limit` bytes.
+    fn read(&self, name: &str, limit: u64) -> Result<Vec<u8>, RegistryError> {
+        let fail =
+            |why: String| RegistryError::Layout(format!("{}/{name}: {why}", self.path.display()));
+        let mut options = OpenOptions::new();
+        options.read(true).follow(FollowSymlinks::No);
+        let file = self
+            .dir
+            .open_with(name, &options)
+            .map_err(|e| fail(e.to_string()))?;
+        let metadata = file.metadata().map_err(|e| fail(e.to_string()))?;
+        if !metadata.is_file() {
+            return Err(fail("not a regular file".into()));
+        }
+        if metadata.len() > limit {
+            return Err(RegistryError::TooLarge {
+                url: format!("{}/{name}", self.path.display()),
+                limit,
+            });
+        }
+        let mut bytes = Vec::new();
+        file.into_std()
+            .take(limit + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| fail(e.to_string()))?;
+        if bytes.len() as u64 > limit {
+            return Err(RegistryError::TooLarge {
+                url: format!("{}/{name}", self.path.display()),
+                limit,
+            });
+        }
+        Ok(bytes)
+    }
+
+    fn write_file(&self, name: &str, bytes: &[u8]) -> Result<(), RegistryError> {
+        let fail = |e: std::io::Error| {
+            RegistryError::Layout(format!("{}/{name}: {e}", self.path.display()))
+        };
+        let temp = format!("{name}.{:016x}.tmp", fastrand::u64(..));
+        let mut options = OpenOptions::new();
+        options
+            .write(true)
+            .create_new(true)
+            .follow(FollowSymlinks::No);
+        let mut file = self.dir.open_with(&temp, &options).map_err(fail)?;
+        file.write_all(bytes).map_err(fail)?;
+        self.dir.rename(&temp, &self.dir, name).map_err(fail)
+    }
+
+    fn index(&self, limit: u64) -> Result<Index, RegistryError> {
+        let bytes = self.read("index.json", limit)?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| RegistryError::Layout(format!("index.json: {e}")))
+    }
+
+    /// The manifest tagged `tag`, or with digest `sha256:...`, or (`None`) the only one the index
+    /// lists; `Ok(None)` when there is no such manifest.
+    pub fn manifest(
+        &self,
+        tag_or_digest: Option<&str>,
+        limit: u64,
+    ) -> Result<Option<(Vec<u8>, String)>, RegistryError> {
+        let index = self.index(limit)?;
+        let found = match tag_or_digest {
+            Some(digest) if digest.starts_with("sha256:") => {
+                index.manifests.iter().find(|m| m.digest == digest)
+            }
+            Some(tag) => index
+                .manifests
+                .iter()
+                .find(|m| m.annotations.get(REF_NAME).is_some_and(|t| t == tag)),
+            None if index.manifests.len() == 1 => index.manifests.first(),
+            None => {
+                return Err(RegistryError::Layout(format!(
+                    "{} lists {} manifests: name one by its tag (`oci:DIR:TAG`)",
+                    self.path.display(),
+                    index.manifests.len()
+                )));
+            }
+        };
+        let Some(descriptor) = found else {
+            return match tag_or_digest {
+                // A digest the index does not list may still be a blob of the layout (a signature's).
+                Some(digest) if digest.starts_with("sha256:") => {
+                    self.manifest_blob(digest, limit).map(Some)
+                }
+                _ => Ok(None),
+            };
+        };
+        self.manifest_blob(&descriptor.digest, limit).map(Some)
+    }
+
+    fn manifest_blob(&self, digest: &str, limit: u64) -> Result<(Vec<u8>, String), RegistryError> {
+        let hex = sha256_of(digest).map_err(|e| RegistryError::Descriptor(e.to_string()))?;
+        let bytes = self.read(&format!("blobs/sha256/{hex}"), limit)?;
+        let received = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+        if received != digest {
+            return Err(RegistryError::ManifestDigest {
+                asked: digest.to_owned(),
+                received,
+            });
+        }
+        Ok((bytes, received))
+    }
+
+    /// Copies the blob `descriptor` names into `to`, at most `limit` bytes, held to its digest and size.
+    pub fn blob(
+        &self,
+        descriptor: &Descriptor,
+        limit: u64,
+        to: &mut impl Write,
+    ) -> Result<(), RegistryError> {
+        let hex =
+            sha256_of(&descriptor.digest).map_err(|e| RegistryError::Descriptor(e.to_string()))?;
+        if descriptor.size > limit {
+            return Err(RegistryError::TooLarge {
+                url: descriptor.digest.clone(),
+                limit,
+            });
+        }
+        let bytes = self.read(&format!("blobs/sha256/{hex}"), descriptor.size)?;
+        if bytes.len() as u64 != descriptor.size {
+            return Err(RegistryError::BlobSize {
+                digest: descriptor.digest.clone(),
+                expected: descriptor.size,
+                received: bytes.len() as u64,
+            });
+        }
+        let received = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+        if received != descriptor.digest {
+            return Err(RegistryError::BlobDigest {
+                expected: descriptor.digest.clone(),
+                received,
+            });
+        }
+        to.write_all(&bytes)
+            .map_err(|e| RegistryError::Io(e.to_string()))
+    }
+
+    /// The manifests that refer to `digest`: the index tagged `sha256-<hex>` (the referrers tag
+    /// schema), or none.
+    pub fn referrers(&self, digest: &str, limit: u64) -> Result<Index, RegistryError> {
+        match self.manifest(Some(&digest.replacen(':', "-", 1)), limit)? {
+            Some((bytes, _)) => serde_json::from_slice(&bytes)
+                .map_err(|e| RegistryError::Descriptor(format!("a referrers index: {e}"))),
+            None => Ok(Index::default()),
+        }
+    }
+
+    /// Writes `blobs` and `manifest`, and tags the manifest `tag` in the index (replacing what had
+    /// that tag); answers the manifest's digest.
+    pub fn push(
+        &self,
+        blobs: &[(&[u8], String)],
+        manifest: &[u8],
+        tag: &str,
+        media_type: &str,
+    ) -> Result<String, RegistryError> {
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(manifest)));
+        let all = blobs
+            .iter()
+            .map(|(bytes, digest)| (*bytes, digest.as_str()));
+        for (bytes, blob_digest) in all.chain([(manifest, digest.as_str())]) {
+            let hex =
+                sha256_of(blob_digest).map_err(|e| RegistryError::Descriptor(e.to_string()))?;
+            self.write_file(&format!("blobs/sha256/{hex}"), bytes)?;
+        }
+        let mut index = self.index(super::artifact::MAX_MANIFEST_BYTES)?;
+        index
+            .manifests
+            .retain(|m| m.annotations.get(REF_NAME).is_none_or(|t| t != tag));
+        index.manifests.push(Descriptor {
+            media_type: media_type.to_owned(),
+            digest: digest.clone(),
+            size: manifest.len() as u64,
+            artifact_type: None,
+            annotations: [(REF_NAME.to_owned(), tag.to_owned())].into(),
+        });
+        self.write_file(
+            "index.json",
+            &serde_json::to_vec(&index).expect("an index serializes"),
+        )?;
+        Ok(digest)
+    }
+}

@@ -1,0 +1,131 @@
+//! Tools from registries: a component pulled by digest from an OCI registry (or an OCI image layout
+//! directory), its origin proven by a signature the user trusts, and the grants it asks for shown
+//! before anything is granted.
+//!
+//! [`install::fetch`] does everything that can refuse a tool, in this order, and writes nothing but a
+//! temporary file in the tools directory (removed on any refusal):
+//!
+//! 1. the manifest, by the tag or digest of the source ([`source`]), read to its bound and held to the
+//!    digest it was asked by and the registry's own ([`distribution`], [`layout`]);
+//! 2. the manifest is a Wasm component artifact ([`artifact`]): exactly one `application/wasm` layer,
+//!    its requested grants valid ([`grants`]);
+//! 3. a signature over the manifest's digest by a signer the policy's `[trust]` accepts for the source
+//!    ([`trust`]): a cosign key signature ([`cosign`]) or a Sigstore bundle ([`bundle`]); without one
+//!    the tool is refused unless the user said `--allow-unsigned`, and the lock then says it is;
+//! 4. the component, streamed to the temporary file, hashed as it comes and held to the layer's digest
+//!    and size, and its header must be a component's (a core module is refused). No code of it has
+//!    been compiled up to here.
+//!
+//! [`install::install`] then moves it into place under its digest, keeps the manifest and signature
+//! beside it for `--locked` to check again ([`provenance`]), and records the lock entry; the grants go
+//! into the policy file only when the user accepts them ([`policy_file`]).
+
+pub mod artifact;
+pub mod bundle;
+pub mod cosign;
+pub mod distribution;
+pub mod grants;
+pub mod install;
+pub mod layout;
+pub mod policy_file;
+pub mod provenance;
+pub mod source;
+pub mod trust;
+
+/// Why a registry, a layout or what they hold was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// Plain HTTP to a registry that is not on loopback.
+    #[error("plain http is only for a loopback registry, and `{0}` is not one")]
+    PlainHttp(String),
+    /// The HTTP client could not be made.
+    #[error("the HTTP client: {0}")]
+    Http(String),
+    /// A request failed (connection, TLS, a stall past the limit, a body cut).
+    #[error("{url}: {reason}")]
+    Request {
+        /// What was requested.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The registry answered with an error status.
+    #[error("{url}: the registry answered {status}")]
+    Status {
+        /// What was requested.
+        url: String,
+        /// The status.
+        status: u16,
+    },
+    /// Authenticating failed.
+    #[error("authenticating to the registry: {0}")]
+    Auth(String),
+    /// Something was larger than allowed.
+    #[error("{url} is larger than the {limit} bytes allowed")]
+    TooLarge {
+        /// What it was.
+        url: String,
+        /// The bound.
+        limit: u64,
+    },
+    /// A manifest's bytes are not the digest they were asked by (or the registry said).
+    #[error("the manifest received has digest {received}, not {asked}")]
+    ManifestDigest {
+        /// The digest expected.
+        asked: String,
+        /// The digest of what came.
+        received: String,
+    },
+    /// A blob's bytes are not its descriptor's digest.
+    #[error("the blob received has digest {received}, not its descriptor's {expected}")]
+    BlobDigest {
+        /// The descriptor's digest.
+        expected: String,
+        /// The digest of what came.
+        received: String,
+    },
+    /// A blob's size is not its descriptor's.
+    #[error("the blob {digest} is {received} bytes or more, not its descriptor's {expected}")]
+    BlobSize {
+        /// The blob.
+        digest: String,
+        /// The descriptor's size.
+        expected: u64,
+        /// What came (so far).
+        received: u64,
+    },
+    /// A descriptor or index is malformed.
+    #[error("{0}")]
+    Descriptor(String),
+    /// The layout directory cannot be used.
+    #[error("layout {0}")]
+    Layout(String),
+    /// Pushing failed.
+    #[error("pushing: {0}")]
+    Push(String),
+    /// Writing locally failed.
+    #[error("{0}")]
+    Io(String),
+}
+
+impl RegistryError {
+    pub(crate) fn request(url: &str, error: &reqwest::Error) -> RegistryError {
+        let reason = if error.is_timeout() {
+            "the registry sent nothing for longer than the stall limit".to_owned()
+        } else {
+            use std::error::Error as _;
+            let mut reason = error.to_string();
+            let mut source = error.source();
+            while let Some(cause) = source {
+                reason.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            reason
+        };
+        RegistryError::Request {
+            url: url.to_owned(),
+            reason,
+        }
+    }
+}
