@@ -129,7 +129,8 @@ pub fn open_toolbox(env: &Env, options: String) -> napi::Result<PromiseRaw<'_, N
         let mut builder = Toolbox::builder()
             .limits(limits)
             .cache(cache)
-            .locked(options.locked);
+            .locked(options.locked)
+            .trust(policy.trust());
         if !options.bundled {
             builder = builder.without_bundled();
         }

@@ -108,7 +108,8 @@ impl PyToolbox {
         let mut builder = Toolbox::builder()
             .limits(limits)
             .cache(cache)
-            .locked(locked);
+            .locked(locked)
+            .trust(policy.trust());
         if !bundled {
             builder = builder.without_bundled();
         }

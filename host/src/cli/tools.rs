@@ -33,12 +33,24 @@ pub fn list(toolbox: &Toolbox) {
                 )
             })
             .collect();
+        let origin = match tool.registry() {
+            Some(entry) => format!(
+                "{} ({}, signed by {})",
+                entry.source.as_deref().unwrap_or_default(),
+                entry.manifest.as_deref().unwrap_or_default(),
+                entry
+                    .signer
+                    .as_deref()
+                    .unwrap_or("nobody: installed unsigned")
+            ),
+            None => tool.origin().to_string(),
+        };
         println!(
             "{:<16} {:<10} {:<28} {}",
             d.name,
             access,
             paths.join(", "),
-            tool.origin()
+            origin
         );
     }
 }
@@ -90,7 +102,7 @@ pub async fn inspect(builder: ToolboxBuilder, file: &Path) -> Result<()> {
     let toolbox = load_one(builder, file).await?;
     let tool = toolbox.tools().next().expect("one component loaded");
     let d = tool.descriptor();
-    let out = json!({
+    let mut out = json!({
         "name": d.name,
         "description": d.description,
         "paths": d.paths,
@@ -98,8 +110,30 @@ pub async fn inspect(builder: ToolboxBuilder, file: &Path) -> Result<()> {
         "input_schema": d.input_schema,
         "imports": tool.imports(),
     });
+    // A component installed from a registry: what its directory's lock records of it.
+    if let Some(entry) = registry_entry(file) {
+        out["source"] = json!(entry.source);
+        out["manifest"] = json!(entry.manifest);
+        out["signer"] = json!(entry.signer);
+        out["unsigned"] = json!(entry.unsigned);
+        out["grants_accepted"] = entry
+            .grants
+            .as_deref()
+            .and_then(|g| serde_json::from_str(g).ok())
+            .unwrap_or(Value::Null);
+    }
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+/// The lock entry of `file` when its directory's lock records it as installed from a registry.
+fn registry_entry(file: &Path) -> Option<PinnedTool> {
+    let dir = file.parent()?;
+    let text = std::fs::read_to_string(dir.join(LOCK_FILE)).ok()?;
+    let lock = ToolLock::parse(&text).ok()?;
+    lock.get(&file.file_name()?.to_string_lossy())
+        .filter(|e| e.from_registry())
+        .cloned()
 }
 
 /// An input the tool's schema forbids: a missing required field, an unknown field, or a wrong type.

@@ -6,11 +6,14 @@
 //! writes may create, replace or delete files there (`destructiveHint`). A tool that imports `wasi:http`
 //! may reach the network where its policy grants it (`openWorldHint`, and not `readOnlyHint`: what a
 //! request changes is the server's business); no other tool does (`openWorldHint: false`).
+//!
+//! A tool installed from a registry says where it came from in `_meta` (`dev.turngate/source`,
+//! `dev.turngate/manifest`, `dev.turngate/signer`, `dev.turngate/unsigned`), as its lock records it.
 
 use std::sync::Arc;
 
-use rmcp::model::{Tool, ToolAnnotations};
-use serde_json::Value;
+use rmcp::model::{MetaObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
 
 use crate::descriptor::{Access, ToolDescriptor};
 use crate::toolbox::{LoadedTool, Toolbox};
@@ -34,10 +37,21 @@ pub fn tool(loaded: &LoadedTool) -> Tool {
         .read_only(!writes && !network)
         .destructive(writes)
         .open_world(network);
-    Tool::new(
+    let listed = Tool::new(
         descriptor.name.clone(),
         descriptor.description.clone(),
         Arc::new(schema),
     )
-    .with_annotations(annotations)
+    .with_annotations(annotations);
+    match loaded.registry() {
+        Some(entry) => {
+            let mut meta = serde_json::Map::new();
+            meta.insert("dev.turngate/source".into(), json!(entry.source));
+            meta.insert("dev.turngate/manifest".into(), json!(entry.manifest));
+            meta.insert("dev.turngate/signer".into(), json!(entry.signer));
+            meta.insert("dev.turngate/unsigned".into(), json!(entry.unsigned));
+            listed.with_meta(MetaObject(meta))
+        }
+        None => listed,
+    }
 }

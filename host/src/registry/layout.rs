@@ -21,6 +21,9 @@ use super::artifact::{Descriptor, Index, OCI_INDEX, sha256_of};
 /// The annotation that tags a manifest in `index.json`.
 pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
 
+/// The most manifests of a layout's index looked through for referrers.
+const MAX_LISTED: usize = 1024;
+
 /// An OCI image layout directory.
 pub struct Layout {
     dir: Dir,
@@ -207,14 +210,31 @@ impl Layout {
             .map_err(|e| RegistryError::Io(e.to_string()))
     }
 
-    /// The manifests that refer to `digest`: the index tagged `sha256-<hex>` (the referrers tag
-    /// schema), or none.
+    /// The manifests that refer to `digest`: those the index lists whose `subject` is it (how OCI 1.1
+    /// tools such as oras and cosign 3 keep a referrer in a layout), then those of the index tagged
+    /// `sha256-<hex>` (the referrers tag schema).
     pub fn referrers(&self, digest: &str, limit: u64) -> Result<Index, RegistryError> {
-        match self.manifest(Some(&digest.replacen(':', "-", 1)), limit)? {
-            Some((bytes, _)) => serde_json::from_slice(&bytes)
-                .map_err(|e| RegistryError::Descriptor(format!("a referrers index: {e}"))),
-            None => Ok(Index::default()),
+        let index = self.index(limit)?;
+        let mut referrers = Index::default();
+        for listed in index.manifests.iter().take(MAX_LISTED) {
+            if listed.media_type != super::artifact::OCI_MANIFEST || listed.digest == digest {
+                continue;
+            }
+            let (bytes, _) = self.manifest_blob(&listed.digest, limit)?;
+            let refers = serde_json::from_slice::<super::artifact::Manifest>(&bytes)
+                .ok()
+                .and_then(|m| m.subject)
+                .is_some_and(|subject| subject.digest == digest);
+            if refers {
+                referrers.manifests.push(listed.clone());
+            }
         }
+        if let Some((bytes, _)) = self.manifest(Some(&digest.replacen(':', "-", 1)), limit)? {
+            let tagged: Index = serde_json::from_slice(&bytes)
+                .map_err(|e| RegistryError::Descriptor(format!("a referrers index: {e}")))?;
+            referrers.manifests.extend(tagged.manifests);
+        }
+        Ok(referrers)
     }
 
     /// Writes `blobs` and `manifest`, and tags the manifest `tag` in the index (replacing what had
