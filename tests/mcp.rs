@@ -309,23 +309,33 @@ fn a_call_goes_through_the_gate_view_and_journal_and_is_audited() {
 }
 
 #[test]
-fn with_an_empty_cache_listing_compiles_nothing_and_a_call_only_its_tool() {
+fn with_an_empty_cache_every_tool_is_compiled_once_in_the_background_and_no_call_waits_for_the_others()
+ {
     let root = workspace();
     std::fs::write(root.path().join("a.txt"), "first\n").unwrap();
     let cache = tempfile::tempdir().unwrap();
     let record = tempfile::NamedTempFile::new().unwrap();
+    let hooks = tempfile::tempdir().unwrap();
+    let release = hooks.path().join("release");
     let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
     command
         .args(["mcp", "--root"])
         .arg(root.path())
         .arg("--cache-dir")
         .arg(cache.path())
-        .env("TURNGATE_TEST_PREPARE_RECORD", record.path());
+        .env("TURNGATE_TEST_PREPARE_RECORD", record.path())
+        .env("TURNGATE_TEST_HOLD_PREPARE_ALL", &release);
     let mut server = Server::spawn(command);
     server.initialize(json!({}));
-    let prepared = || std::fs::read_to_string(record.path()).unwrap();
+    let prepared = || -> Vec<String> {
+        std::fs::read_to_string(record.path())
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
 
-    // Every bundled tool is listed, and none was compiled to list it.
+    // Listing waits for no compile: the background preparation is held, and every tool is listed.
     let listed = server.request("tools/list", json!({}));
     let names: Vec<&str> = listed["result"]["tools"]
         .as_array()
@@ -336,13 +346,43 @@ fn with_an_empty_cache_listing_compiles_nothing_and_a_call_only_its_tool() {
     for name in ["write_file", "read_file", "search_files", "fetch"] {
         assert!(names.contains(&name), "{name} not listed: {names:?}");
     }
-    assert_eq!(prepared(), "", "a tool was compiled before any call");
+    assert_eq!(
+        prepared(),
+        Vec::<String>::new(),
+        "a tool was compiled to list it"
+    );
 
-    // The first call compiles its own tool, and no other.
+    // A call while the background preparation has not started compiles its own tool, and no other.
     let read = server.call("read_file", json!({"path": "a.txt"}));
     assert_eq!(read["structuredContent"]["output"], "first\n", "{read}");
-    let lines: Vec<String> = prepared().lines().map(str::to_owned).collect();
-    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(prepared().len(), 1, "{:?}", prepared());
+
+    // Released, the background preparation compiles every other tool, each once, and not the one the
+    // call prepared.
+    std::fs::write(&release, "").unwrap();
+    let bundled = names.len();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while prepared().len() < bundled && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        prepared().len(),
+        bundled,
+        "not every tool was compiled in the background: {:?}",
+        prepared()
+    );
+    let mut unique = prepared();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        bundled,
+        "a tool was prepared twice: {:?}",
+        prepared()
+    );
+    let read = server.call("read_file", json!({"path": "a.txt"}));
+    assert_eq!(read["structuredContent"]["output"], "first\n", "{read}");
+    assert_eq!(prepared().len(), bundled, "{:?}", prepared());
     assert!(server.finish().success());
 }
 

@@ -633,6 +633,18 @@ impl Toolbox {
         }
     }
 
+    /// Prepares (compiles, or loads from the cache) every tool not prepared yet, one after another, on
+    /// the calling thread: what a long-running server does in the background when it starts, so that
+    /// no first call waits for its tool's compile. A call that comes meanwhile waits only for its own
+    /// tool, which is prepared once by whichever asks first; a tool that fails here fails again, with
+    /// its reason, when it is called.
+    pub async fn prepare_all(&self) {
+        crate::test_hooks::hold_prepare_all();
+        for tool in self.tools.values() {
+            let _ = tool.prepared(&self.sandbox).await;
+        }
+    }
+
     /// Wakes a call thread if `name` is a tool that declares paths (its call, once approved, runs on
     /// one with its view), so that the thread is ready when the gate and the view are.
     pub(crate) fn prepare_thread_for(&self, name: &str) {

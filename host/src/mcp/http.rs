@@ -66,6 +66,7 @@ pub async fn serve(
     listener: TcpListener,
     options: HttpOptions,
 ) -> std::io::Result<()> {
+    server.prepare_in_background();
     let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".into(), "::1".into()];
     hosts.extend(options.extra_hosts.iter().cloned());
     // A page served by this very server (a loopback name on its own port) is its own origin; a

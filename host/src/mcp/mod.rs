@@ -113,9 +113,24 @@ impl McpServer {
         }
     }
 
+    /// Prepares every tool on a thread of its own, so that no client's first call waits for a compile
+    /// (an empty cache is filled meanwhile; a warm one is only read).
+    pub(crate) fn prepare_in_background(&self) {
+        let shared = self.shared.clone();
+        let runtime = tokio::runtime::Handle::current();
+        let spawned = std::thread::Builder::new()
+            .name("turngate-prepare".into())
+            .spawn(move || runtime.block_on(shared.toolbox.prepare_all()));
+        if let Err(e) = spawned {
+            // Each tool is then prepared by its first call, as without this.
+            tracing::warn!("preparing the tools in the background: {e}");
+        }
+    }
+
     /// Serves one client over standard input and output until it disconnects (before its first
     /// message too: that is not an error). Only protocol messages are written to stdout.
     pub async fn serve_stdio(self) -> Result<(), McpError> {
+        self.prepare_in_background();
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
         let transport = stdio::StdioTransport::new(stdin, stdout);
         let shared = self.shared.clone();
