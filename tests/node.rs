@@ -70,7 +70,8 @@ fn node_package_tests_pass() {
             .env(
                 "TURNGATE_TEST_GUEST_HOSTILE_RW",
                 env!("TURNGATE_TEST_GUEST_HOSTILE_RW"),
-            ),
+            )
+            .env("TURNGATE_TEST_BIN", env!("CARGO_BIN_EXE_turngate")),
         "node --test node/test",
     );
     eprintln!("{report}");

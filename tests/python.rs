@@ -6,7 +6,8 @@
 //! (pytest's exit code 5), fails this test.
 //!
 //! The first run needs `python3` (3.11 or later, with venv) and PyPI; later runs find the venv
-//! installed.
+//! installed. `TURNGATE_TEST_BIN` is this build's `turngate`, which installs the tools the registry tests
+//! load.
 
 mod binding_support;
 
@@ -53,6 +54,7 @@ fn python_package_tests_pass() {
                 "TURNGATE_TEST_GUEST_HOSTILE_RW",
                 env!("TURNGATE_TEST_GUEST_HOSTILE_RW"),
             )
+            .env("TURNGATE_TEST_BIN", env!("CARGO_BIN_EXE_turngate"))
             .env(
                 "TURNGATE_TEST_GUEST_NOT_A_TOOL",
                 env!("TURNGATE_TEST_GUEST_NOT_A_TOOL"),

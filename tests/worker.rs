@@ -742,6 +742,84 @@ fn a_worker_runs_network_tools_under_its_policy() {
     );
 }
 
+/// A tool installed from a registry (a layout `tools publish` wrote, `tools add` installed with its
+/// grants accepted) runs in a worker that loads the tools directory `--locked`, within those grants.
+#[test]
+fn a_worker_runs_a_tool_installed_from_a_registry_within_its_accepted_grants() {
+    let Some(mut setup) =
+        Setup::new("a_worker_runs_a_tool_installed_from_a_registry_within_its_accepted_grants")
+    else {
+        return;
+    };
+    let dir = setup.dir.path().to_path_buf();
+    let (layout, tools, grants, policy) = (
+        dir.join("layout"),
+        dir.join("tools"),
+        dir.join("grants.json"),
+        dir.join("policy.toml"),
+    );
+    std::fs::create_dir(&tools).unwrap();
+    std::fs::write(&grants, r#"{"paths": {"write": ["out/**"]}}"#).unwrap();
+    std::fs::write(&policy, "default = \"read-only\"\n").unwrap();
+    let source = format!("oci:{}:1.0", layout.display());
+    let turngate = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_turngate"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    turngate(&[
+        "tools".as_ref(),
+        "publish".as_ref(),
+        env!("TURNGATE_TEST_GUEST_HOSTILE_RW").as_ref(),
+        source.as_ref(),
+        "--grants".as_ref(),
+        grants.as_os_str(),
+    ]);
+    turngate(&[
+        "tools".as_ref(),
+        "add".as_ref(),
+        source.as_ref(),
+        "--tools".as_ref(),
+        tools.as_os_str(),
+        "--allow-unsigned".as_ref(),
+        "--policy".as_ref(),
+        policy.as_os_str(),
+        "--accept-grants".as_ref(),
+    ]);
+    std::fs::create_dir(setup.root().join("out")).unwrap();
+    setup.write("notes.txt", "mine");
+    setup.spec.policy = Some(policy);
+    setup.spec.tools = Some(tools);
+    let _worker = setup.spec.spawn(&[]);
+    let calls = [
+        (
+            "r1".to_owned(),
+            "hostile_rw",
+            json!({"attack": "write", "path": "out/a.txt"}),
+        ),
+        (
+            "r2".to_owned(),
+            "hostile_rw",
+            json!({"attack": "write", "path": "notes.txt"}),
+        ),
+    ];
+    setup.submit("registry-1", &anthropic_turn(&calls, false));
+    let results = setup.answered("registry-1", Duration::from_secs(60));
+    let report = &results.iter().find(|r| r.kind == "report").unwrap().payload;
+    let calls = report["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["status"], "ok", "{report}");
+    assert_eq!(setup.read("out/a.txt").as_deref(), Some("PWNED"));
+    assert_eq!(calls[1]["status"], "error", "{report}");
+    assert_eq!(setup.read("notes.txt").as_deref(), Some("mine"));
+}
+
 /// SIGTERM while a job's call is about to apply (the test hook holds it there): the worker stops
 /// that call, which applies nothing, hands the job back unanswered and exits 0; another worker then
 /// answers the job whole. Killed instead of stopped, the first worker would exit by the signal; had

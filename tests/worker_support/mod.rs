@@ -152,6 +152,8 @@ pub struct WorkerSpec {
     pub url: String,
     pub roots: PathBuf,
     pub policy: Option<PathBuf>,
+    /// A tools directory, loaded `--locked`.
+    pub tools: Option<PathBuf>,
     pub ack_wait_ms: u64,
     pub max_deliver: i64,
     pub concurrency: usize,
@@ -165,6 +167,7 @@ impl WorkerSpec {
             url,
             roots: roots.to_path_buf(),
             policy: None,
+            tools: None,
             ack_wait_ms: 1500,
             max_deliver: 20,
             concurrency: 2,
@@ -188,6 +191,9 @@ impl WorkerSpec {
             .stdout(Stdio::null());
         if let Some(policy) = &self.policy {
             command.arg("--policy").arg(policy);
+        }
+        if let Some(tools) = &self.tools {
+            command.arg("--tools").arg(tools).arg("--locked");
         }
         match &self.log {
             Some(log) => {
