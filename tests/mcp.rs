@@ -308,6 +308,24 @@ fn a_call_goes_through_the_gate_view_and_journal_and_is_audited() {
     assert!(!root.path().join("notes.txt").exists());
 }
 
+/// The scheduling policy of each thread of process `pid` whose name starts `turngate-prepar` (a
+/// thread's name is cut to 15 bytes), from `/proc`.
+fn background_policies(pid: u32) -> Vec<i64> {
+    let mut values = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let task = task.unwrap().path();
+        let name = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+        if !name.starts_with("turngate-prepar") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.join("stat")).unwrap();
+        // The fields after the parenthesized name: state is field 3, policy field 41.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        values.push(fields[38].parse().unwrap());
+    }
+    values
+}
+
 #[test]
 fn with_an_empty_cache_every_tool_is_compiled_once_in_the_background_and_no_call_waits_for_the_others()
  {
@@ -350,6 +368,14 @@ fn with_an_empty_cache_every_tool_is_compiled_once_in_the_background_and_no_call
         prepared(),
         Vec::<String>::new(),
         "a tool was compiled to list it"
+    );
+    // The threads that prepare in the background run only when nothing else wants the CPU (Linux's
+    // SCHED_IDLE, policy 5), so that the compile does not slow the calls that come meanwhile.
+    let background = background_policies(server.child.id());
+    assert!(!background.is_empty(), "no background thread found");
+    assert!(
+        background.iter().all(|&policy| policy == 5),
+        "{background:?}"
     );
 
     // A call while the background preparation has not started compiles its own tool, and no other.

@@ -782,6 +782,61 @@ fn a_secret_reaches_its_origin_only_and_never_the_tool_the_outcome_or_the_audit_
     }
 }
 
+/// A tool with a `secrets` list (what `tools add` writes for a tool from a registry) gets only the
+/// secrets it names added to its requests, none with an empty list; a name no `[secrets.NAME]` binds is
+/// refused when the policy is read.
+#[test]
+fn a_tool_with_a_secrets_list_gets_only_the_secrets_it_names() {
+    let server = TestServer::start();
+    let origin = format!("http://127.0.0.1:{}", server.port);
+    let with_list = |list: &str| {
+        policy(&format!(
+            r#"
+            [secrets.api]
+            env = "PATH"
+            origins = ["{origin}"]
+            [secrets.other]
+            env = "HOME"
+            origins = ["{origin}"]
+            header = "x-other"
+            format = "{{}}"
+            [tools.net_probe]
+            secrets = {list}
+            [tools.net_probe.network]
+            get = ["{origin}/**"]
+            "#
+        ))
+    };
+    let input = json!({"requests": [{"url": format!("{origin}/hello")}]});
+    let added = |seen: &Seen| {
+        let mut names: Vec<String> = seen
+            .headers
+            .iter()
+            .filter(|(n, _)| n == "authorization" || n == "x-other")
+            .map(|(n, _)| n.clone())
+            .collect();
+        names.sort();
+        names
+    };
+    let (outcome, _ws) = run(
+        toolbox(),
+        &with_list(r#"["other"]"#),
+        "net_probe",
+        input.clone(),
+    );
+    assert!(outcome.result.is_ok(), "{outcome:?}");
+    assert_eq!(outcome.requests[0].secrets, ["other"]);
+    let (outcome, _ws) = run(toolbox(), &with_list("[]"), "net_probe", input.clone());
+    assert!(outcome.result.is_ok(), "{outcome:?}");
+    assert!(outcome.requests[0].secrets.is_empty(), "{outcome:?}");
+    let seen = server.seen();
+    assert_eq!(added(&seen[0]), ["x-other"], "{:?}", seen[0]);
+    assert_eq!(added(&seen[1]), Vec::<String>::new(), "{:?}", seen[1]);
+    let unknown =
+        turngate::Policy::from_toml("[tools.net_probe]\nsecrets = [\"missing\"]\n").unwrap_err();
+    assert!(unknown.to_string().contains("missing"), "{unknown}");
+}
+
 /// A server that echoes a secret back, in a header, a body dribbled across frames, or decoded from a
 /// `Basic` credential, hands the tool nothing of it: every occurrence is masked before the tool reads
 /// the response, the request's record names the secret as masked, and a compressed answer to a request

@@ -483,7 +483,9 @@ fn hand_written(layers: &[(&str, &[u8])], annotations: Value) -> (Setup, String)
 fn what_is_not_one_component_or_asks_for_invalid_grants_is_refused() {
     let component = std::fs::read(guest(TOOL)).unwrap();
     let core_module = b"\0asm\x01\0\0\0".as_slice();
-    let cases: Vec<(&str, Vec<(&str, &[u8])>, Value, &str)> = vec![
+    // (what, layers as media type and bytes, annotations, what the refusal says)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a [u8])>, Value, &'a str);
+    let cases: Vec<Case> = vec![
         ("no layer", vec![], json!({}), "0 `application/wasm` layers"),
         (
             "two layers",
@@ -570,6 +572,8 @@ fn a_layout_with_a_symlink_leading_out_of_it_is_refused() {
         .join("layout/blobs/sha256")
         .join(&digest(&component)[7..]);
     let outside = setup.dir.path().join("outside.wasm");
+    // The test's own layout, outside any root.
+    #[allow(clippy::disallowed_methods)]
     std::fs::rename(&blob, &outside).unwrap();
     std::os::unix::fs::symlink(&outside, &blob).unwrap();
     let error = refused(&setup.add(&source, &["--allow-unsigned"]));
@@ -865,17 +869,10 @@ fn add_from(setup: &Setup, reference: &str, extra: &[&str]) -> std::process::Out
         "--allow-unsigned",
     ];
     args.extend_from_slice(extra);
-    std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
+    run(std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
         .args(&args)
-        .env(
-            "TURNGATE_CACHE_DIR",
-            std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache"),
-        )
         .env("TURNGATE_REGISTRY_USERNAME", "alice")
-        .env("TURNGATE_REGISTRY_PASSWORD", "s3cret-registry-password")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
+        .env("TURNGATE_REGISTRY_PASSWORD", "s3cret-registry-password"))
 }
 
 #[test]

@@ -44,6 +44,7 @@
 
 pub mod approval;
 pub mod audit;
+mod background;
 mod bundled;
 pub mod cancel;
 pub mod descriptor;

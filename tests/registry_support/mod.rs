@@ -118,20 +118,39 @@ impl Drop for Registry {
     }
 }
 
-/// `turngate ARGS`, with the tests' cache.
+/// `turngate ARGS`, with the tests' cache and no registry credentials.
 pub fn turngate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_turngate"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
+    command
         .args(args)
+        .env_remove("TURNGATE_REGISTRY_USERNAME")
+        .env_remove("TURNGATE_REGISTRY_PASSWORD")
+        .env("DOCKER_CONFIG", "/nonexistent-docker-config");
+    run(&mut command)
+}
+
+/// Runs `command` (a `turngate` command) with the tests' cache, and asserts that a refusal (exit 1)
+/// compiled no code: every component a process prepares is recorded (`TURNGATE_TEST_PREPARE_RECORD`).
+pub fn run(command: &mut Command) -> Output {
+    let record = tempfile::NamedTempFile::new().unwrap();
+    let out = command
         .env(
             "TURNGATE_CACHE_DIR",
             PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache"),
         )
-        .env_remove("TURNGATE_REGISTRY_USERNAME")
-        .env_remove("TURNGATE_REGISTRY_PASSWORD")
-        .env("DOCKER_CONFIG", "/nonexistent-docker-config")
+        .env("TURNGATE_TEST_PREPARE_RECORD", record.path())
         .stdin(Stdio::null())
         .output()
-        .unwrap()
+        .unwrap();
+    if out.status.code() == Some(1) {
+        let prepared = std::fs::read_to_string(record.path()).unwrap();
+        assert!(
+            prepared.is_empty(),
+            "a refused command compiled code ({prepared}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out
 }
 
 /// The JSON `turngate` printed, asserting it exited 0.

@@ -113,14 +113,15 @@ impl McpServer {
         }
     }
 
-    /// Prepares every tool on a thread of its own, so that no client's first call waits for a compile
-    /// (an empty cache is filled meanwhile; a warm one is only read).
+    /// Prepares every tool in the background (`background.rs`: the lowest priority, so a call that
+    /// comes meanwhile is not slowed), so that no client's first call waits for a compile (an empty
+    /// cache is filled meanwhile; a warm one is only read).
     pub(crate) fn prepare_in_background(&self) {
         let shared = self.shared.clone();
         let runtime = tokio::runtime::Handle::current();
-        let spawned = std::thread::Builder::new()
-            .name("turngate-prepare".into())
-            .spawn(move || runtime.block_on(shared.toolbox.prepare_all()));
+        let spawned = crate::background::spawn("turngate-prepare", move || {
+            runtime.block_on(shared.toolbox.prepare_all())
+        });
         if let Err(e) = spawned {
             // Each tool is then prepared by its first call, as without this.
             tracing::warn!("preparing the tools in the background: {e}");

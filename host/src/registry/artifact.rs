@@ -182,8 +182,41 @@ impl ToolArtifact {
     }
 }
 
+/// The names a component imports and exports at its top level (nested modules and components
+/// aside), as the v0 Wasm config lists them; empty for bytes that do not parse.
+fn world_of(component: &[u8]) -> (Vec<String>, Vec<String>) {
+    use wasmparser::Payload;
+    let (mut imports, mut exports) = (Vec::new(), Vec::new());
+    let mut depth = 0usize;
+    for payload in wasmparser::Parser::new(0).parse_all(component) {
+        match payload {
+            Ok(Payload::ModuleSection { .. } | Payload::ComponentSection { .. }) => depth += 1,
+            Ok(Payload::End(_)) => depth = depth.saturating_sub(1),
+            Ok(Payload::ComponentImportSection(section)) if depth == 0 => {
+                imports.extend(
+                    section
+                        .into_iter()
+                        .flatten()
+                        .map(|i| i.name.name.to_owned()),
+                );
+            }
+            Ok(Payload::ComponentExportSection(section)) if depth == 0 => {
+                exports.extend(
+                    section
+                        .into_iter()
+                        .flatten()
+                        .map(|e| e.name.name.to_owned()),
+                );
+            }
+            Ok(_) => {}
+            Err(_) => return (Vec::new(), Vec::new()),
+        }
+    }
+    (imports, exports)
+}
+
 /// The bytes of a Wasm artifact for `component`: its config (the v0 Wasm config: architecture, OS,
-/// the layer's digest) and its manifest, annotated with the tool's descriptor (JSON text) and its
+/// the layer's digest, the component's imports and exports) and its manifest, annotated with the tool's descriptor (JSON text) and its
 /// requested grants. Answers `(config, manifest)`.
 pub fn build(
     component: &[u8],
@@ -192,11 +225,13 @@ pub fn build(
     created: &str,
 ) -> (Vec<u8>, Vec<u8>) {
     let layer_digest = format!("sha256:{}", super::trust::sha256_hex(component));
+    let (imports, exports) = world_of(component);
     let config = serde_json::to_vec(&serde_json::json!({
         "created": created,
         "architecture": "wasm",
         "os": "wasip2",
         "layerDigests": [layer_digest],
+        "component": {"imports": imports, "exports": exports},
     }))
     .expect("the config serializes");
     let mut annotations = BTreeMap::from([
@@ -303,5 +338,28 @@ mod tests {
         assert_eq!(tool.manifest.config.size, config.len() as u64);
         assert!(sha256_of(&tool.layer.digest).is_ok());
         assert!(sha256_of("sha256:ABC").is_err());
+    }
+
+    #[test]
+    fn the_config_lists_the_component_s_own_imports_and_exports() {
+        let component = std::fs::read(env!("TURNGATE_TEST_GUEST_NET_PROBE")).unwrap();
+        let (imports, exports) = world_of(&component);
+        eprintln!("{imports:?} {exports:?}");
+        assert!(
+            imports
+                .iter()
+                .any(|i| i.starts_with("wasi:http/outgoing-handler@0.2")),
+            "{imports:?}"
+        );
+        assert!(
+            exports.iter().any(|e| e.starts_with("turngate:")),
+            "{exports:?}"
+        );
+        // Nothing of the modules and components nested inside.
+        assert!(
+            !imports.iter().any(|i| i.is_empty() || !i.contains(':')),
+            "{imports:?}"
+        );
+        assert_eq!(world_of(b"not wasm"), (Vec::new(), Vec::new()));
     }
 }

@@ -14,7 +14,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Reference, RegistryOperation};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
@@ -103,6 +103,16 @@ impl Registry {
         };
         let client = oci_client::Client::new(ClientConfig {
             protocol,
+            // The roots every request of this host trusts (webpki's, Mozilla's set), the same as the
+            // bounded reads' client below; not the system's, which oci-client's HTTP client would
+            // otherwise read from disk in every process.
+            tls_certs_only: webpki_root_certs::TLS_SERVER_ROOT_CERTS
+                .iter()
+                .map(|certificate| Certificate {
+                    encoding: CertificateEncoding::Der,
+                    data: certificate.to_vec(),
+                })
+                .collect(),
             read_timeout: Some(options.stall),
             connect_timeout: Some(options.stall),
             platform_resolver: None,
