@@ -5,6 +5,8 @@
 //! the policy.
 
 mod registry_support;
+#[path = "common/terminal.rs"]
+mod terminal;
 
 use std::path::Path;
 
@@ -560,6 +562,55 @@ fn an_oversized_manifest_or_layer_is_refused_before_it_is_read() {
         "{error}"
     );
     assert!(listing(Path::new(&setup.tools())).is_empty());
+}
+
+/// On a terminal, `tools add` asks before it grants what the tool asks for: a no installs it with no
+/// grant (`approval = "deny"`), a yes writes the grants into the policy.
+#[test]
+fn grants_are_written_on_a_yes_typed_at_the_terminal_and_not_on_a_no() {
+    let setup = Setup::without_registry();
+    let source = format!("oci:{}:1.0", setup.dir.path().join("layout").display());
+    setup.publish(&source, grants());
+    let policy = setup.policy("");
+    let add_answering = |answer: &str| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_turngate"));
+        command
+            .args([
+                "tools",
+                "add",
+                &source,
+                "--tools",
+                &setup.tools(),
+                "--policy",
+                &policy,
+            ])
+            .arg("--allow-unsigned")
+            .env(
+                "TURNGATE_CACHE_DIR",
+                std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache"),
+            );
+        let mut terminal = terminal::OnTerminal::spawn(command);
+        terminal.wait_for("grant these to `net_probe`? [y/N]");
+        assert!(
+            terminal.seen.contains("https://api.weather.example/**"),
+            "{}",
+            terminal.seen
+        );
+        terminal.type_line(answer);
+        let (code, stdout) = terminal.finish();
+        assert_eq!(code, Some(0), "{stdout}");
+        serde_json::from_str::<Value>(&stdout).unwrap()
+    };
+    let refused = add_answering("n");
+    assert_eq!(refused["grants_accepted"], false);
+    let text = std::fs::read_to_string(&policy).unwrap();
+    assert!(text.contains("approval = \"deny\""), "{text}");
+    assert!(!text.contains("[tools.net_probe.network]"), "{text}");
+    let accepted = add_answering("y");
+    assert_eq!(accepted["grants_accepted"], true);
+    let text = std::fs::read_to_string(&policy).unwrap();
+    assert!(text.contains("[tools.net_probe.network]"), "{text}");
+    assert!(!text.contains("approval = \"deny\""), "{text}");
 }
 
 #[test]
