@@ -6,6 +6,7 @@
 
 mod registry_support;
 #[path = "common/terminal.rs"]
+#[allow(dead_code)] // the Ctrl-C helpers are for the CLI tests
 mod terminal;
 
 use std::path::Path;
