@@ -83,6 +83,15 @@ impl Setup {
         published["manifest"].as_str().unwrap().to_owned()
     }
 
+    /// Publishes the guest with `grants` to `acme/probe:TAG` of the registry and signs it with the
+    /// trusted key; answers the reference and the manifest digest.
+    fn publish_signed(&self, tag: &str, grants: Value) -> (String, String) {
+        let reference = self.registry().reference("acme/probe", tag);
+        let digest = self.publish(&reference, grants);
+        self.sign(&self.registry().by_digest("acme/probe", &digest), &self.key);
+        (reference, digest)
+    }
+
     fn sign(&self, reference_by_digest: &str, key: &Path) {
         ok_json(&turngate(&[
             "tools",
@@ -139,12 +148,7 @@ fn a_tool_signed_by_a_trusted_key_installs_by_tag_and_runs_only_with_its_accepte
     let Some(setup) = Setup::with_registry(test) else {
         return;
     };
-    let reference = setup.registry().reference("acme/probe", "1.0");
-    let digest = setup.publish(&reference, grants());
-    setup.sign(
-        &setup.registry().by_digest("acme/probe", &digest),
-        &setup.key,
-    );
+    let (reference, digest) = setup.publish_signed("1.0", grants());
     let policy = setup.policy("");
 
     // Not accepted (no terminal, no --accept-grants): installed, every call denied.
@@ -309,12 +313,7 @@ fn a_moved_tag_is_shown_and_followed_only_on_yes() {
     let Some(setup) = Setup::with_registry("a_moved_tag_is_shown_and_followed_only_on_yes") else {
         return;
     };
-    let reference = setup.registry().reference("acme/probe", "stable");
-    let first = setup.publish(&reference, grants());
-    setup.sign(
-        &setup.registry().by_digest("acme/probe", &first),
-        &setup.key,
-    );
+    let (reference, first) = setup.publish_signed("stable", grants());
     let policy = setup.policy("");
     ok_json(&setup.add(&reference, &["--policy", &policy, "--accept-grants"]));
     let lock_before = setup.lock();
@@ -386,12 +385,7 @@ fn bytes_not_matching_the_layer_digest_are_refused() {
     };
     let policy = setup.policy("");
     // The layer's bytes, changed in the registry's storage (same length).
-    let reference = setup.registry().reference("acme/probe", "1.0");
-    let digest = setup.publish(&reference, grants());
-    setup.sign(
-        &setup.registry().by_digest("acme/probe", &digest),
-        &setup.key,
-    );
+    let (reference, digest) = setup.publish_signed("1.0", grants());
     let layer = digest_of_file(&guest(TOOL));
     let stored = setup.registry().blob_file(&layer);
     let mut bytes = std::fs::read(&stored).unwrap();
@@ -421,12 +415,7 @@ fn a_locked_load_refuses_a_tool_whose_kept_signature_or_manifest_was_changed() {
     ) else {
         return;
     };
-    let reference = setup.registry().reference("acme/probe", "1.0");
-    let digest = setup.publish(&reference, grants());
-    setup.sign(
-        &setup.registry().by_digest("acme/probe", &digest),
-        &setup.key,
-    );
+    let (reference, digest) = setup.publish_signed("1.0", grants());
     let policy = setup.policy("");
     let installed = ok_json(&setup.add(&reference, &["--policy", &policy, "--accept-grants"]));
     assert_eq!(setup.call(&policy)["status"], "ok");
@@ -909,6 +898,21 @@ fn fake_registry(
     (addr, seen, manifest_digest_answered)
 }
 
+/// What `tools add` from the fake registry at `addr` (its `acme/tool`, by `tag_or_digest`) said when
+/// it refused, with `extra` arguments.
+fn refused_from(setup: &Setup, addr: &str, tag_or_digest: &str, extra: &[&str]) -> String {
+    let separator = if tag_or_digest.starts_with("sha256:") {
+        '@'
+    } else {
+        ':'
+    };
+    refused(&add_from(
+        setup,
+        &format!("oci://{addr}/acme/tool{separator}{tag_or_digest}"),
+        extra,
+    ))
+}
+
 fn add_from(setup: &Setup, reference: &str, extra: &[&str]) -> std::process::Output {
     let tools = setup.tools();
     let mut args = vec![
@@ -980,11 +984,7 @@ fn a_registry_that_stalls_or_sends_without_end_or_lies_about_a_digest_is_refused
             body: FakeBody::Stall,
         },
     );
-    let stalled = refused(&add_from(
-        &setup,
-        &format!("oci://{addr}/acme/tool:1.0"),
-        &["--stall-ms", "300"],
-    ));
+    let stalled = refused_from(&setup, &addr, "1.0", &["--stall-ms", "300"]);
     assert!(
         stalled.contains("sent nothing for longer than the stall limit"),
         "{stalled}"
@@ -998,11 +998,7 @@ fn a_registry_that_stalls_or_sends_without_end_or_lies_about_a_digest_is_refused
         },
         || Reply::status(404),
     );
-    let endless = refused(&add_from(
-        &setup,
-        &format!("oci://{addr}/acme/tool:1.0"),
-        &[],
-    ));
+    let endless = refused_from(&setup, &addr, "1.0", &[]);
     assert!(
         endless.contains("larger than the 4194304 bytes allowed"),
         "{endless}"
@@ -1016,11 +1012,7 @@ fn a_registry_that_stalls_or_sends_without_end_or_lies_about_a_digest_is_refused
         },
         move || Reply::ok(component.clone()),
     );
-    let lying = refused(&add_from(
-        &setup,
-        &format!("oci://{addr}/acme/tool:1.0"),
-        &[],
-    ));
+    let lying = refused_from(&setup, &addr, "1.0", &[]);
     assert!(
         lying.contains("the manifest received has digest"),
         "{lying}"
@@ -1030,11 +1022,7 @@ fn a_registry_that_stalls_or_sends_without_end_or_lies_about_a_digest_is_refused
         |manifest| Reply::ok([manifest, b" "].concat()),
         || Reply::status(404),
     );
-    let other = refused(&add_from(
-        &setup,
-        &format!("oci://{addr}/acme/tool@{asked}"),
-        &[],
-    ));
+    let other = refused_from(&setup, &addr, &asked, &[]);
     assert!(other.contains(&format!("not {asked}")), "{other}");
     assert!(listing(Path::new(&setup.tools())).is_empty());
 }

@@ -22,11 +22,11 @@ mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{median, native_durable_write, percentile, row};
+use support::{median, native_durable_write, percentile, row, spawn_mcp as spawn_server};
 use turngate::{CacheSetting, Policy, Root, Toolbox};
 
 const COLD_SAMPLES: usize = 40;
@@ -36,19 +36,6 @@ const EMPTY_CACHE_SAMPLES: usize = 10;
 
 fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_turngate"))
-}
-
-fn spawn_server(root: &Path, cache: &Path) -> Child {
-    Command::new(bin())
-        .args(["mcp", "--cache-dir"])
-        .arg(cache)
-        .arg("--root")
-        .arg(root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
 }
 
 fn handshake() -> String {

@@ -135,37 +135,31 @@ fn install_rows(registry: &Registry, dir: &Path, key: &Path, policy: &Path) -> I
     let source = format!("docker://{}/acme/big:1.0", registry.addr);
     let (mut add, mut add_cached, mut skopeo) = (Vec::new(), Vec::new(), Vec::new());
     for sample in 0..INSTALL_SAMPLES + 2 {
-        let tools = dir.join(format!("tools-{sample}"));
-        std::fs::create_dir(&tools).unwrap();
         let cache = dir.join(format!("cache-{sample}"));
-        let took = turngate(
-            &[
-                "tools",
-                "add",
-                &reference,
-                "--tools",
-                tools.to_str().unwrap(),
-                "--plain-http",
-                "--policy",
-                policy.to_str().unwrap(),
-            ],
-            &cache,
+        // Into a new tools directory: the first with an empty cache, the second with the component's
+        // compiled form in it.
+        let add_into = |tools: &Path| {
+            std::fs::create_dir(tools).unwrap();
+            turngate(
+                &[
+                    "tools",
+                    "add",
+                    &reference,
+                    "--tools",
+                    tools.to_str().unwrap(),
+                    "--plain-http",
+                    "--policy",
+                    policy.to_str().unwrap(),
+                ],
+                &cache,
+            )
+        };
+        let (tools, again) = (
+            dir.join(format!("tools-{sample}")),
+            dir.join(format!("tools-again-{sample}")),
         );
-        let again = dir.join(format!("tools-again-{sample}"));
-        std::fs::create_dir(&again).unwrap();
-        let cached = turngate(
-            &[
-                "tools",
-                "add",
-                &reference,
-                "--tools",
-                again.to_str().unwrap(),
-                "--plain-http",
-                "--policy",
-                policy.to_str().unwrap(),
-            ],
-            &cache,
-        );
+        let took = add_into(&tools);
+        let cached = add_into(&again);
         let layout = dir.join(format!("layout-{sample}"));
         let start = Instant::now();
         let status = Command::new("skopeo")
@@ -440,16 +434,7 @@ fn first_call_rows(dir: &Path, key: &Path, public: &Path, policy_file: &Path) ->
 
 /// From sending a `tools/call` of `read_file`, one second after `initialize`'s result, to its result.
 fn mcp_first_call(root: &Path, cache: &Path) -> Duration {
-    let mut child = Command::new(bin())
-        .args(["mcp", "--cache-dir"])
-        .arg(cache)
-        .arg("--root")
-        .arg(root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = support::spawn_mcp(root, cache);
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap());
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {

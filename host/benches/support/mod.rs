@@ -97,3 +97,18 @@ pub fn native_durable_write(dir: &Path, name: &str, bytes: &[u8]) {
     file.sync_all().unwrap();
     std::fs::rename(&temp, dir.join(name)).unwrap();
 }
+
+/// `turngate mcp` on `root` with `cache` as its cache, over piped stdio.
+pub fn spawn_mcp(root: &Path, cache: &Path) -> std::process::Child {
+    use std::process::{Command, Stdio};
+    Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .args(["mcp", "--cache-dir"])
+        .arg(cache)
+        .arg("--root")
+        .arg(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
