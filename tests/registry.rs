@@ -385,7 +385,7 @@ fn bytes_not_matching_the_layer_digest_are_refused() {
     };
     let policy = setup.policy("");
     // The layer's bytes, changed in the registry's storage (same length).
-    let (reference, digest) = setup.publish_signed("1.0", grants());
+    let (reference, _) = setup.publish_signed("1.0", grants());
     let layer = digest_of_file(&guest(TOOL));
     let stored = setup.registry().blob_file(&layer);
     let mut bytes = std::fs::read(&stored).unwrap();
@@ -415,7 +415,7 @@ fn a_locked_load_refuses_a_tool_whose_kept_signature_or_manifest_was_changed() {
     ) else {
         return;
     };
-    let (reference, digest) = setup.publish_signed("1.0", grants());
+    let (reference, _) = setup.publish_signed("1.0", grants());
     let policy = setup.policy("");
     let installed = ok_json(&setup.add(&reference, &["--policy", &policy, "--accept-grants"]));
     assert_eq!(setup.call(&policy)["status"], "ok");
