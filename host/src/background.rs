@@ -17,10 +17,20 @@ const LOWEST_NICE: i32 = 19;
 /// Puts the calling thread in `SCHED_IDLE` (or at [`LOWEST_NICE`]); a system that refuses both leaves
 /// it as it was.
 fn lower_this_thread() {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `sched_setscheduler` on the calling thread (pid 0) with a valid, initialized parameter;
+    // The system call, not libc's wrapper: musl's `sched_setscheduler` always fails (POSIX means the
+    // whole process, Linux's call one thread), and its `sched_param` has more fields than glibc's.
+    // SAFETY: an all-zero `sched_param` is valid (priority 0, which SCHED_IDLE requires).
+    let param: libc::sched_param = unsafe { std::mem::zeroed() };
+    // SAFETY: `sched_setscheduler` on the calling thread (tid 0) with a valid, initialized parameter;
     // it reads `param` and changes only this thread's scheduling class.
-    let idle = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0;
+    let idle = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setscheduler,
+            0,
+            libc::SCHED_IDLE,
+            &raw const param,
+        )
+    } == 0;
     if !idle {
         let _ = rustix::process::setpriority_process(None, LOWEST_NICE);
     }
