@@ -60,6 +60,15 @@ fn main() {
     println!("cargo:rerun-if-changed={}", guests.display());
     println!("cargo:rerun-if-changed={}", repo.join("wit").display());
 
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("Cargo.toml").display()
+    );
+    println!(
+        "cargo:rustc-env=TURNGATE_VERSION={}",
+        version_line(&manifest_dir, &repo)
+    );
+
     ensure_guest_target();
     let target_dir = guest_target_dir();
     build_guests(&guests, &target_dir);
@@ -111,6 +120,35 @@ fn main() {
             path.display()
         );
     }
+}
+
+/// What `turngate --version` says after the name: the crate's version, the wasmtime it embeds (the exact
+/// version `Cargo.toml` pins) and the tool worlds it serves (read from `wit/tool.wit`), so a bug report
+/// or a tool author can tell what a binary runs without its sources.
+fn version_line(manifest_dir: &Path, repo: &Path) -> String {
+    let manifest =
+        std::fs::read_to_string(manifest_dir.join("Cargo.toml")).expect("read Cargo.toml");
+    let wasmtime = manifest
+        .lines()
+        .find_map(|line| line.strip_prefix("wasmtime = { version = \"="))
+        .and_then(|rest| rest.split('"').next())
+        .expect("host/Cargo.toml pins wasmtime as `wasmtime = { version = \"=X.Y.Z\"`");
+    let wit = std::fs::read_to_string(repo.join("wit/tool.wit")).expect("read wit/tool.wit");
+    let package = wit
+        .lines()
+        .find_map(|line| line.strip_prefix("package ")?.strip_suffix(';'))
+        .expect("wit/tool.wit names its package");
+    let (namespace, version) = package.split_once('@').expect("the package is versioned");
+    let worlds: Vec<String> = wit
+        .lines()
+        .filter_map(|line| line.strip_prefix("world ")?.split_whitespace().next())
+        .map(|world| format!("{namespace}/{world}@{version}"))
+        .collect();
+    format!(
+        "{} (wasmtime {wasmtime}; tool worlds {} on WASI 0.2)",
+        env::var("CARGO_PKG_VERSION").expect("set by cargo"),
+        worlds.join(", ")
+    )
 }
 
 /// A bundled tool's entry of `descriptors.json` (its descriptor as `ToolDescriptor` serializes it) as

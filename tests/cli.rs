@@ -636,6 +636,35 @@ fn every_subcommand_keeps_the_documented_exit_codes() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// `--version` names what a binary runs, for a bug report or a tool author without the sources: the
+/// version, the wasmtime really linked (Cargo.lock's) and the tool worlds of `wit/tool.wit`.
+#[test]
+fn version_names_the_wasmtime_linked_and_the_tool_worlds_served() {
+    let out = turngate().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let lock = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock"),
+    )
+    .unwrap();
+    let wasmtime = lock
+        .split("[[package]]")
+        .find_map(|entry| {
+            entry
+                .contains("name = \"wasmtime\"\n")
+                .then(|| entry.split("version = \"").nth(1)?.split('"').next())
+                .flatten()
+        })
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "turngate {} (wasmtime {wasmtime}; tool worlds turngate:tool/tool@0.1.0, \
+             turngate:tool/network-tool@0.1.0 on WASI 0.2)\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}
+
 /// `turngate run` on a turn: the exit code and the printed report.
 fn run_fixture(root: &std::path::Path, provider: &str, file: &str) -> (Option<i32>, Value) {
     let out = turngate()

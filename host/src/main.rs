@@ -43,7 +43,7 @@ const EXIT_CANCELLED: u8 = 130;
 
 /// Run a model's tool calls safely: strict checks, then WASI components confined to one directory.
 #[derive(Parser)]
-#[command(name = "turngate", version, about)]
+#[command(name = "turngate", version = env!("TURNGATE_VERSION"), about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
