@@ -344,7 +344,14 @@ fn reason(status: u16) -> &'static str {
 /// not ask for streaming, or a conversation with a tool call left unanswered (400).
 fn check_request(provider: Provider, request: &Recorded) -> Option<Reply> {
     let has_key = match provider {
-        Provider::Anthropic => request.headers.contains_key("x-api-key"),
+        // Anthropic takes a key or a bearer token; its newer SDKs send the key as a bearer token.
+        Provider::Anthropic => {
+            request.headers.contains_key("x-api-key")
+                || request
+                    .headers
+                    .get("authorization")
+                    .is_some_and(|v| v.starts_with("Bearer "))
+        }
         Provider::OpenAiChat | Provider::OpenAiResponses => request
             .headers
             .get("authorization")
