@@ -1,6 +1,6 @@
 'use strict';
-// turngate for Node: the loader of the N-API addon (`turngate.node`, built from `src/`) and the package's
-// face in Node's style. Everything here translates: bodies in any form to chunks for the library's
+// turngate for Node: the package's face in Node's style, over the N-API addon (built from `src/`, found
+// by `loader.js`). Everything here translates: bodies in any form to chunks for the library's
 // decoder, JSON text to objects, `AbortSignal` to a cancellation, the addon's errors to `Error`
 // subclasses. The gate, the sandbox, approval and the journal are the library's.
 //
@@ -8,19 +8,9 @@
 // them with tsc, which checks this file against the addon's declarations (`native.d.ts`, generated
 // from the Rust by napi-rs).
 
-const path = require('node:path');
+const { loadAddon } = require('./loader');
 
-/**
- * The addon: `turngate.node` beside this file, or the file TURNGATE_NODE_ADDON names (the tests' build).
- * @returns {typeof import('./native')}
- */
-function loadAddon() {
-  const addon = { exports: {} };
-  process.dlopen(addon, process.env.TURNGATE_NODE_ADDON || path.join(__dirname, 'turngate.node'));
-  return /** @type {typeof import('./native')} */ (addon.exports);
-}
-
-const native = loadAddon();
+const native = /** @type {typeof import('./native')} */ (loadAddon());
 
 /** Every error turngate throws. */
 class TurngateError extends Error {

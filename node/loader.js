@@ -1,0 +1,110 @@
+'use strict';
+// Finds the N-API addon for this machine: the file TURNGATE_NODE_ADDON names (the tests' build), the
+// `turngate.node` a build from a clone put beside index.js, or the prebuilt addon of the platform
+// package npm installed beside this one (`turngate-linux-x64-gnu`, ...: optional dependencies of which
+// npm installs only the one whose `os`, `cpu` and `libc` match). Whatever is missing is said in words:
+// the platform found, the platforms prebuilt, how to build from source. Never a dynamic-linker error.
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+/** The oldest Node the package supports (package.json `engines`). */
+const MIN_NODE_MAJOR = 20;
+
+/** The prebuilt addons, by the platform each serves (`<os>-<cpu>-<libc>`, napi-rs's names). */
+const PREBUILT = {
+  'linux-x64-gnu': 'turngate-linux-x64-gnu',
+  'linux-arm64-gnu': 'turngate-linux-arm64-gnu',
+};
+
+/** The file name of the addon inside its platform package. */
+const ADDON_FILE = 'turngate.node';
+
+/**
+ * The machine as the loader sees it.
+ * @typedef {object} Machine
+ * @property {string} platform `process.platform`
+ * @property {string} arch `process.arch`
+ * @property {string | undefined} glibc the C library's glibc version, or undefined (musl, or not Linux)
+ * @property {string} node `process.versions.node`
+ */
+
+/** @returns {Machine} */
+function thisMachine() {
+  let glibc;
+  if (process.platform === 'linux') {
+    const report = /** @type {{ header?: { glibcVersionRuntime?: string } }} */ (process.report.getReport());
+    glibc = report.header?.glibcVersionRuntime;
+  }
+  return { platform: process.platform, arch: process.arch, glibc, node: process.versions.node };
+}
+
+/**
+ * The machine's platform in the prebuilt packages' names: `linux-x64-gnu`, `linux-arm64-musl`, `darwin-arm64`.
+ * @param {Machine} machine
+ */
+function platformName(machine) {
+  const libc = machine.platform === 'linux' ? (machine.glibc ? '-gnu' : '-musl') : '';
+  return `${machine.platform}-${machine.arch}${libc}`;
+}
+
+const FROM_SOURCE = 'or build it from a clone on a machine with Rust: npm install /path/to/turngate/node';
+
+/** This package's version: its platform package's must be the same. */
+function packageVersion() {
+  return JSON.parse(fs.readFileSync(path.join(__dirname, 'package.json'), 'utf8')).version;
+}
+
+/**
+ * The addon file to load, or an Error saying why there is none for this machine.
+ * @param {Machine} machine
+ * @param {{ env: Record<string, string | undefined>, beside: string, resolve: (request: string) => string }} where
+ * @returns {string}
+ */
+function addonFile(machine, where) {
+  const major = Number(machine.node.split('.')[0]);
+  if (!(major >= MIN_NODE_MAJOR)) {
+    throw new Error(`turngate needs Node ${MIN_NODE_MAJOR} or later; this is Node ${machine.node}`);
+  }
+  if (where.env.TURNGATE_NODE_ADDON) return where.env.TURNGATE_NODE_ADDON;
+  const local = path.join(where.beside, ADDON_FILE);
+  if (fs.existsSync(local)) return local;
+  const platform = platformName(machine);
+  const supported = Object.keys(PREBUILT).join(', ');
+  const name = PREBUILT[/** @type {keyof typeof PREBUILT} */ (platform)];
+  if (!name) {
+    throw new Error(`turngate has no prebuilt addon for ${platform} (prebuilt: ${supported}); ${FROM_SOURCE}`);
+  }
+  try {
+    return where.resolve(`${name}/${ADDON_FILE}`);
+  } catch {
+    throw new Error(
+      `turngate's addon for ${platform} is the package ${name}, which is not installed ` +
+        `(npm leaves it out with --omit=optional, or when the lockfile was made on another platform): ` +
+        `npm install ${name}@${packageVersion()}, ${FROM_SOURCE}`,
+    );
+  }
+}
+
+/**
+ * Loads the addon for this machine.
+ * @returns {unknown}
+ */
+function loadAddon() {
+  const machine = thisMachine();
+  const file = addonFile(machine, { env: process.env, beside: __dirname, resolve: require.resolve });
+  const addon = { exports: {} };
+  try {
+    process.dlopen(addon, file);
+  } catch (error) {
+    const glibc = machine.glibc ? ` with glibc ${machine.glibc}` : '';
+    throw new Error(
+      `turngate's addon ${file} does not load on ${platformName(machine)}${glibc} ` +
+        `(the prebuilt addons need Linux with glibc 2.28 or later): ${/** @type {Error} */ (error).message}`,
+      { cause: error },
+    );
+  }
+  return addon.exports;
+}
+
+module.exports = { loadAddon, addonFile, platformName, PREBUILT, MIN_NODE_MAJOR };

@@ -1,0 +1,75 @@
+'use strict';
+// `loader.js` picks the addon for the machine and says in words what is missing: the platform found,
+// the platforms prebuilt, the Node needed. (tests/install.rs installs the real tarballs.)
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const os = require('node:os');
+const path = require('node:path');
+
+const { addonFile, platformName } = require('../loader');
+
+const X64 = { platform: 'linux', arch: 'x64', glibc: '2.36', node: '20.20.2' };
+/** Nowhere holds a `turngate.node` of a build from a clone; `installed` names what npm installed. */
+function where(installed = [], env = {}) {
+  return {
+    env,
+    beside: os.tmpdir(),
+    resolve: (/** @type {string} */ request) => {
+      const name = request.split('/')[0];
+      if (!installed.includes(name)) throw new Error(`Cannot find module '${request}'`);
+      return path.join('/installed', request);
+    },
+  };
+}
+
+test('the platform names are napi-rs names, with the C library on Linux', () => {
+  assert.equal(platformName(X64), 'linux-x64-gnu');
+  assert.equal(platformName({ ...X64, arch: 'arm64', glibc: undefined }), 'linux-arm64-musl');
+  assert.equal(platformName({ ...X64, platform: 'darwin', glibc: undefined }), 'darwin-x64');
+});
+
+test('the installed platform package holds the addon', () => {
+  assert.equal(addonFile(X64, where(['turngate-linux-x64-gnu'])), '/installed/turngate-linux-x64-gnu/turngate.node');
+  assert.equal(
+    addonFile({ ...X64, arch: 'arm64' }, where(['turngate-linux-arm64-gnu'])),
+    '/installed/turngate-linux-arm64-gnu/turngate.node',
+  );
+});
+
+test('TURNGATE_NODE_ADDON names the addon (the tests build)', () => {
+  assert.equal(addonFile(X64, where([], { TURNGATE_NODE_ADDON: '/built/turngate.node' })), '/built/turngate.node');
+});
+
+test('a platform with no prebuilt addon is named, with those there are and the way from source', () => {
+  for (const [machine, name] of [
+    [{ ...X64, glibc: undefined }, 'linux-x64-musl'],
+    [{ ...X64, arch: 'ppc64' }, 'linux-ppc64-gnu'],
+    [{ ...X64, platform: 'darwin', arch: 'arm64', glibc: undefined }, 'darwin-arm64'],
+    [{ ...X64, platform: 'win32', glibc: undefined }, 'win32-x64'],
+  ]) {
+    assert.throws(
+      () => addonFile(machine, where(['turngate-linux-x64-gnu', 'turngate-linux-arm64-gnu'])),
+      {
+        message:
+          `turngate has no prebuilt addon for ${name} (prebuilt: linux-x64-gnu, linux-arm64-gnu); ` +
+          'or build it from a clone on a machine with Rust: npm install /path/to/turngate/node',
+      },
+      name,
+    );
+  }
+});
+
+test('a platform package left out by npm is named, with the command that installs it', () => {
+  assert.throws(() => addonFile(X64, where([])), {
+    message: /^turngate's addon for linux-x64-gnu is the package turngate-linux-x64-gnu, which is not installed .*npm install turngate-linux-x64-gnu@0\.1\.0/,
+  });
+});
+
+test('a Node older than 20 is refused before anything loads', () => {
+  for (const node of ['18.20.4', '16.0.0', '19.9.0']) {
+    assert.throws(() => addonFile({ ...X64, node }, where(['turngate-linux-x64-gnu'])), {
+      message: `turngate needs Node 20 or later; this is Node ${node}`,
+    });
+  }
+});
