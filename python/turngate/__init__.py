@@ -23,19 +23,40 @@ import threading
 from collections.abc import AsyncIterable, Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Union, cast, overload
 
-from ._turngate import (
-    Cancel,
-    InternalError,
-    PolicyError,
-    StreamParseError,
-    ToolLoadError,
-    Turn,
-    TurnDecoder,
-    TurngateError,
-    UndoError,
-    UsageError,
-)
-from ._turngate import Toolbox as _Toolbox
+
+def _unloadable(error: ImportError) -> ImportError:
+    """The extension module did not load: say on what, and what is prebuilt, not only the linker's words."""
+    import platform
+    import sys
+
+    libc, libc_version = platform.libc_ver()
+    found = (
+        f"{sys.platform} {platform.machine()} ({libc or 'an unknown libc'} {libc_version}), "
+        f"CPython {platform.python_version()}"
+    )
+    return ImportError(
+        f"turngate's extension module does not load on {found}: {error}. The prebuilt wheels are for "
+        "CPython 3.10 or later on Linux x86_64 and aarch64 with glibc 2.28 or later; elsewhere install "
+        "turngate from its source distribution on a machine with Rust (pip install turngate-*.tar.gz)."
+    )
+
+
+try:
+    from ._turngate import (
+        Cancel,
+        InternalError,
+        PolicyError,
+        StreamParseError,
+        ToolLoadError,
+        Turn,
+        TurnDecoder,
+        TurngateError,
+        UndoError,
+        UsageError,
+    )
+    from ._turngate import Toolbox as _Toolbox
+except ImportError as _error:
+    raise _unloadable(_error) from _error
 
 __all__ = [
     "ApprovalRequest",
