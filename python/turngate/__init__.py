@@ -36,8 +36,8 @@ def _unloadable(error: ImportError) -> ImportError:
     )
     return ImportError(
         f"turngate's extension module does not load on {found}: {error}. The prebuilt wheels are for "
-        "CPython 3.10 or later on Linux x86_64 and aarch64 with glibc 2.28 or later; elsewhere install "
-        "turngate from its source distribution on a machine with Rust (pip install turngate-*.tar.gz)."
+        "CPython 3.10 or later on Linux x86_64 and aarch64 with glibc 2.28 or later; elsewhere build it "
+        "from a clone on a machine with Rust (pip install ./python)."
     )
 
 
