@@ -370,8 +370,24 @@ fn with_an_empty_cache_every_tool_is_compiled_once_in_the_background_and_no_call
         "a tool was compiled to list it"
     );
     // The threads that prepare in the background run only when nothing else wants the CPU (Linux's
-    // SCHED_IDLE, policy 5), so that the compile does not slow the calls that come meanwhile.
-    let background = background_policies(server.child.id());
+    // SCHED_IDLE, policy 5), so that the compile does not slow the calls that come meanwhile. Each
+    // thread puts itself there as it starts: the preparing thread before it reaches the hold, each of
+    // its pool's threads when the pool starts it, so they are looked at until all have (a thread
+    // left at another policy fails the test at the deadline).
+    let reached = hooks.path().join("release.reached");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !reached.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(reached.exists(), "the background preparation never started");
+    let background = loop {
+        let policies = background_policies(server.child.id());
+        let settled = !policies.is_empty() && policies.iter().all(|&policy| policy == 5);
+        if settled || Instant::now() >= deadline {
+            break policies;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
     assert!(!background.is_empty(), "no background thread found");
     assert!(
         background.iter().all(|&policy| policy == 5),

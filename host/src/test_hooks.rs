@@ -30,8 +30,9 @@
 //!   check and its mapping (`sandbox/cache.rs`): it creates `<path>.reached`, then waits (a minute at
 //!   most) until `<path>` exists, so a test can replace the entry there.
 //! * `TURNGATE_TEST_HOLD_PREPARE_ALL=<path>` holds the background preparation of every tool a server
-//!   starts (`Toolbox::prepare_all`) until `<path>` exists (a minute at most), so a test can call a
-//!   tool before it and see that nothing is prepared twice.
+//!   starts (`Toolbox::prepare_all`): it creates `<path>.reached`, then waits (a minute at most) until
+//!   `<path>` exists, so a test can look at the preparing threads, call a tool before it and see that
+//!   nothing is prepared twice.
 //! * `TURNGATE_TEST_HOLD_BEFORE_APPLY=<path>` holds a call that can be cancelled once its change set
 //!   is checked (and approved, when asked), just before the last look at its cancel and the apply
 //!   (`toolbox.rs`): it appends `held` to `<path>`, then waits (a minute at most) until the call is
@@ -152,6 +153,7 @@ pub(crate) fn cache_entry_checked() {
 pub(crate) fn hold_prepare_all() {
     static AT: OnceLock<Option<String>> = OnceLock::new();
     if let Some(release) = setting(&AT, "TURNGATE_TEST_HOLD_PREPARE_ALL") {
+        append(&format!("{release}.reached"), "reached");
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         while !std::path::Path::new(release).exists() && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
