@@ -25,18 +25,35 @@ const ADDON_FILE = 'turngate.node';
  * @typedef {object} Machine
  * @property {string} platform `process.platform`
  * @property {string} arch `process.arch`
- * @property {string | undefined} glibc the C library's glibc version, or undefined (musl, or not Linux)
+ * @property {'gnu' | 'musl' | undefined} libc the C library this process runs on (Linux only)
  * @property {string} node `process.versions.node`
  */
 
+/**
+ * The C library this process has mapped: musl's dynamic loader or glibc's `libc.so.6`, read from
+ * `/proc/self/maps` (a fraction of a millisecond, where `process.report.getReport()` takes several).
+ * @returns {'gnu' | 'musl' | undefined}
+ */
+function mappedLibc() {
+  let maps;
+  try {
+    maps = fs.readFileSync('/proc/self/maps', 'utf8');
+  } catch {
+    return undefined;
+  }
+  if (/\/ld-musl-[^/\n]*$/m.test(maps)) return 'musl';
+  if (/\/libc\.so\.6$/m.test(maps)) return 'gnu';
+  return undefined;
+}
+
 /** @returns {Machine} */
 function thisMachine() {
-  let glibc;
-  if (process.platform === 'linux') {
-    const report = /** @type {{ header?: { glibcVersionRuntime?: string } }} */ (process.report.getReport());
-    glibc = report.header?.glibcVersionRuntime;
-  }
-  return { platform: process.platform, arch: process.arch, glibc, node: process.versions.node };
+  return {
+    platform: process.platform,
+    arch: process.arch,
+    libc: process.platform === 'linux' ? mappedLibc() : undefined,
+    node: process.versions.node,
+  };
 }
 
 /**
@@ -44,7 +61,7 @@ function thisMachine() {
  * @param {Machine} machine
  */
 function platformName(machine) {
-  const libc = machine.platform === 'linux' ? (machine.glibc ? '-gnu' : '-musl') : '';
+  const libc = machine.platform === 'linux' ? `-${machine.libc ?? 'unknown'}` : '';
   return `${machine.platform}-${machine.arch}${libc}`;
 }
 
@@ -97,9 +114,8 @@ function loadAddon() {
   try {
     process.dlopen(addon, file);
   } catch (error) {
-    const glibc = machine.glibc ? ` with glibc ${machine.glibc}` : '';
     throw new Error(
-      `turngate's addon ${file} does not load on ${platformName(machine)}${glibc} ` +
+      `turngate's addon ${file} does not load on ${platformName(machine)} ` +
         `(the prebuilt addons need Linux with glibc 2.28 or later): ${/** @type {Error} */ (error).message}`,
       { cause: error },
     );
@@ -107,4 +123,4 @@ function loadAddon() {
   return addon.exports;
 }
 
-module.exports = { loadAddon, addonFile, platformName, PREBUILT, MIN_NODE_MAJOR };
+module.exports = { loadAddon, addonFile, platformName, thisMachine, PREBUILT, MIN_NODE_MAJOR };

@@ -19,11 +19,11 @@ const { PREBUILT, MIN_NODE_MAJOR } = require('../loader');
 const packageDir = path.join(__dirname, '..');
 const source = JSON.parse(fs.readFileSync(path.join(packageDir, 'package.json'), 'utf8'));
 
-/** `os`, `cpu` and `libc` of each prebuilt platform, in npm's words. */
-const PLATFORMS = {
-  'linux-x64-gnu': { os: ['linux'], cpu: ['x64'], libc: ['glibc'] },
-  'linux-arm64-gnu': { os: ['linux'], cpu: ['arm64'], libc: ['glibc'] },
-};
+/** `os`, `cpu` and `libc` of a prebuilt platform (`linux-x64-gnu`), in npm's words. */
+function npmPlatform(platform) {
+  const [os, cpu, libc] = platform.split('-');
+  return { os: [os], cpu: [cpu], libc: [libc === 'gnu' ? 'glibc' : libc] };
+}
 
 function usage(detail) {
   throw new Error(
@@ -43,7 +43,7 @@ function parseArgs(argv) {
   }
   if (!args.out) usage('--out is required');
   if (args.kind === 'platform') {
-    if (!PLATFORMS[args.platform] || !PREBUILT[args.platform]) usage(`no platform ${args.platform}`);
+    if (!PREBUILT[args.platform]) usage(`no platform ${args.platform}`);
     if (!args.addon) usage('--addon is required');
   }
   return args;
@@ -85,7 +85,7 @@ function stagePlatform(stage, platform, addon) {
     description: `The ${platform} addon of turngate (installed by the package turngate)`,
     main: 'turngate.node',
     files: ['turngate.node'],
-    ...PLATFORMS[platform],
+    ...npmPlatform(platform),
   };
   fs.writeFileSync(path.join(stage, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
 }

@@ -7,9 +7,9 @@ const assert = require('node:assert/strict');
 const os = require('node:os');
 const path = require('node:path');
 
-const { addonFile, platformName } = require('../loader');
+const { addonFile, platformName, thisMachine } = require('../loader');
 
-const X64 = { platform: 'linux', arch: 'x64', glibc: '2.36', node: '20.20.2' };
+const X64 = { platform: 'linux', arch: 'x64', libc: 'gnu', node: '20.20.2' };
 /** Nowhere holds a `turngate.node` of a build from a clone; `installed` names what npm installed. */
 function where(installed = [], env = {}) {
   return {
@@ -25,8 +25,13 @@ function where(installed = [], env = {}) {
 
 test('the platform names are napi-rs names, with the C library on Linux', () => {
   assert.equal(platformName(X64), 'linux-x64-gnu');
-  assert.equal(platformName({ ...X64, arch: 'arm64', glibc: undefined }), 'linux-arm64-musl');
-  assert.equal(platformName({ ...X64, platform: 'darwin', glibc: undefined }), 'darwin-x64');
+  assert.equal(platformName({ ...X64, arch: 'arm64', libc: 'musl' }), 'linux-arm64-musl');
+  assert.equal(platformName({ ...X64, platform: 'darwin', libc: undefined }), 'darwin-x64');
+});
+
+test("this process's C library is read from what it has mapped", () => {
+  // The tests run on glibc (Debian); musl's loader would be mapped instead on Alpine.
+  assert.equal(platformName(thisMachine()), `linux-${process.arch}-gnu`);
 });
 
 test('the installed platform package holds the addon', () => {
@@ -43,10 +48,11 @@ test('TURNGATE_NODE_ADDON names the addon (the tests build)', () => {
 
 test('a platform with no prebuilt addon is named, with those there are and the way from source', () => {
   for (const [machine, name] of [
-    [{ ...X64, glibc: undefined }, 'linux-x64-musl'],
+    [{ ...X64, libc: 'musl' }, 'linux-x64-musl'],
+    [{ ...X64, libc: undefined }, 'linux-x64-unknown'],
     [{ ...X64, arch: 'ppc64' }, 'linux-ppc64-gnu'],
-    [{ ...X64, platform: 'darwin', arch: 'arm64', glibc: undefined }, 'darwin-arm64'],
-    [{ ...X64, platform: 'win32', glibc: undefined }, 'win32-x64'],
+    [{ ...X64, platform: 'darwin', arch: 'arm64', libc: undefined }, 'darwin-arm64'],
+    [{ ...X64, platform: 'win32', libc: undefined }, 'win32-x64'],
   ]) {
     assert.throws(
       () => addonFile(machine, where(['turngate-linux-x64-gnu', 'turngate-linux-arm64-gnu'])),
