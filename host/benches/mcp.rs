@@ -26,17 +26,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{median, native_durable_write, percentile, row, spawn_mcp as spawn_server};
+use support::{bin, median, native_durable_write, percentile, row, spawn_mcp as spawn_server};
 use turngate::{CacheSetting, Policy, Root, Toolbox};
 
 const COLD_SAMPLES: usize = 40;
 const WARM_SAMPLES: usize = 2000;
 const CLI_SAMPLES: usize = 60;
 const EMPTY_CACHE_SAMPLES: usize = 10;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_turngate"))
-}
 
 fn handshake() -> String {
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {

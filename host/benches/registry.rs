@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use registry_support::{Registry, digest, key_pair, registry_binary, sigstore_vector, trusting};
 use serde_json::{Value, json};
-use support::{median, percentile, row};
+use support::{bin, median, percentile, row};
 use turngate::registry::{bundle, cosign};
 use turngate::{CacheSetting, Policy, ToolboxBuilder};
 
@@ -40,10 +40,6 @@ const VERIFY_SAMPLES: usize = 300;
 const LOCKED_SAMPLES: usize = 200;
 const FIRST_CALL_SAMPLES: usize = 15;
 const MCP_SAMPLES: usize = 16;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_turngate"))
-}
 
 /// `turngate ARGS` with `cache` as its cache; asserts it succeeded.
 fn turngate(args: &[&str], cache: &Path) -> Duration {
@@ -62,6 +58,24 @@ fn turngate(args: &[&str], cache: &Path) -> Duration {
         String::from_utf8_lossy(&out.stderr)
     );
     took
+}
+
+/// `turngate tools publish COMPONENT REFERENCE EXTRA...`; answers the manifest digest it printed.
+fn publish(component: &Path, reference: &str, extra: &[&str]) -> String {
+    let out = Command::new(bin())
+        .args(["tools", "publish"])
+        .arg(component)
+        .arg(reference)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    printed["manifest"].as_str().unwrap().to_owned()
 }
 
 /// The `net_probe` guest with a custom section appended, `size` bytes in all.
@@ -102,32 +116,14 @@ fn install_rows(registry: &Registry, dir: &Path, key: &Path, policy: &Path) -> I
     std::fs::write(&component, padded_component(10 << 20)).unwrap();
     let reference = registry.reference("acme/big", "1.0");
     let scratch = dir.join("scratch-cache");
-    let published: Value = {
-        let out = Command::new(bin())
-            .args([
-                "tools",
-                "publish",
-                component.to_str().unwrap(),
-                &reference,
-                "--plain-http",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
-    let manifest = published["manifest"].as_str().unwrap();
+    let manifest = publish(&component, &reference, &["--plain-http"]);
     turngate(
         &[
             "tools",
             "sign",
             "--key",
             key.to_str().unwrap(),
-            &registry.by_digest("acme/big", manifest),
+            &registry.by_digest("acme/big", &manifest),
             "--plain-http",
         ],
         &scratch,
@@ -231,24 +227,21 @@ fn verify_rows(dir: &Path) -> (Vec<Duration>, Vec<Duration>) {
     (key_rows, bundle_rows)
 }
 
-/// The eight bundled components, `net_probe` and `noop`: ten tools of distinct names.
+/// The bundled components (those `guest-tools/descriptors.json` describes), `net_probe` and `noop`:
+/// ten tools of distinct names.
 fn ten_components() -> Vec<PathBuf> {
     let built = Path::new(env!("TURNGATE_BUNDLED_GUESTS"));
-    [
-        "write_file",
-        "read_file",
-        "edit_file",
-        "list_dir",
-        "make_dir",
-        "delete_file",
-        "search_files",
-        "fetch",
-        "net_probe",
-        "noop",
-    ]
-    .iter()
-    .map(|name| built.join(format!("{name}.wasm")))
-    .collect()
+    let descriptors = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-tools/descriptors.json");
+    let bundled: serde_json::Map<String, Value> =
+        serde_json::from_slice(&std::fs::read(descriptors).unwrap()).unwrap();
+    let components: Vec<PathBuf> = bundled
+        .keys()
+        .map(String::as_str)
+        .chain(["net_probe", "noop"])
+        .map(|name| built.join(format!("{name}.wasm")))
+        .collect();
+    assert_eq!(components.len(), 10);
+    components
 }
 
 /// Builds the toolbox of `tools` `--locked` under `policy`'s trust.
@@ -277,20 +270,10 @@ fn locked_rows(dir: &Path, key: &Path, policy_file: &Path) -> (Vec<Duration>, Ve
         let name = component.file_stem().unwrap().to_str().unwrap().to_owned();
         std::fs::copy(&component, by_hand.join(format!("{name}.wasm"))).unwrap();
         let source = format!("oci:{}:{name}", layout.display());
-        let out = Command::new(bin())
-            .args(["tools", "publish", component.to_str().unwrap(), &source])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let manifest: Value = serde_json::from_slice(&out.stdout).unwrap();
         let by_digest = format!(
             "oci:{}@{}",
             layout.display(),
-            manifest["manifest"].as_str().unwrap()
+            publish(&component, &source, &[])
         );
         turngate(
             &["tools", "sign", "--key", key.to_str().unwrap(), &by_digest],
@@ -345,21 +328,14 @@ fn first_call_rows(dir: &Path, key: &Path, public: &Path, policy_file: &Path) ->
     let layout = dir.join("call-layout");
     let source = format!("oci:{}:1.0", layout.display());
     let scratch = dir.join("call-scratch");
-    let out = Command::new(bin())
-        .args([
-            "tools",
-            "publish",
-            env!("TURNGATE_TEST_GUEST_NET_PROBE"),
-            &source,
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let manifest: Value = serde_json::from_slice(&out.stdout).unwrap();
     let by_digest = format!(
         "oci:{}@{}",
         layout.display(),
-        manifest["manifest"].as_str().unwrap()
+        publish(
+            Path::new(env!("TURNGATE_TEST_GUEST_NET_PROBE")),
+            &source,
+            &[]
+        )
     );
     turngate(
         &["tools", "sign", "--key", key.to_str().unwrap(), &by_digest],

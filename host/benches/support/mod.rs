@@ -98,10 +98,15 @@ pub fn native_durable_write(dir: &Path, name: &str, bytes: &[u8]) {
     std::fs::rename(&temp, dir.join(name)).unwrap();
 }
 
+/// The `turngate` binary of this build.
+pub fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_turngate"))
+}
+
 /// `turngate mcp` on `root` with `cache` as its cache, over piped stdio.
 pub fn spawn_mcp(root: &Path, cache: &Path) -> std::process::Child {
     use std::process::{Command, Stdio};
-    Command::new(env!("CARGO_BIN_EXE_turngate"))
+    Command::new(bin())
         .args(["mcp", "--cache-dir"])
         .arg(cache)
         .arg("--root")
