@@ -274,6 +274,7 @@ fn tools_inspect_prints_the_descriptor_schema_and_imports() {
             .iter()
             .any(|i| i.as_str().unwrap().starts_with("wasi:filesystem/"))
     );
+    assert_eq!(descriptor["wasi"], "0.2");
 }
 
 #[test]
@@ -288,6 +289,7 @@ fn tools_check_passes_a_conforming_tool() {
         text.contains("with invalid-input") && text.trim_end().ends_with("passed"),
         "{text}"
     );
+    assert!(text.contains("built for WASI 0.2"), "{text}");
 }
 
 #[test]

@@ -108,6 +108,46 @@ fn a_component_that_imports_sockets_is_refused_naming_the_imports() {
     assert_refused("net.wasm", &bytes, &["wasi:sockets/tcp", "does not grant"]);
 }
 
+/// The smallest component that imports `names`, each an instance of nothing.
+fn component_importing(names: &[&str]) -> Vec<u8> {
+    use wasm_encoder::{
+        Component, ComponentImportSection, ComponentTypeRef, ComponentTypeSection, InstanceType,
+    };
+    let mut types = ComponentTypeSection::new();
+    types.instance(&InstanceType::new());
+    let mut imports = ComponentImportSection::new();
+    for name in names {
+        imports.import(*name, ComponentTypeRef::Instance(0));
+    }
+    let mut component = Component::new();
+    component.section(&types).section(&imports);
+    component.finish()
+}
+
+/// A component built for WASI 0.3 is refused by name with its 0.3 imports named and what this host
+/// serves, not with the linker's "no matching implementation"; a 0.2 one of the same shape is refused
+/// only because it is not a tool.
+#[test]
+fn a_component_built_for_wasi_0_3_is_refused_naming_its_0_3_imports() {
+    let bytes = component_importing(&[
+        "wasi:cli/stdout@0.2.6",
+        "wasi:cli/stdout@0.3.0",
+        "wasi:filesystem/types@0.3.0-rc-2025-09-16",
+    ]);
+    assert_refused(
+        "p3.wasm",
+        &bytes,
+        &[
+            "built for WASI 0.3",
+            "wasi:cli/stdout@0.3.0, wasi:filesystem/types@0.3.0-rc-2025-09-16)",
+            "runs tools built for WASI 0.2",
+        ],
+    );
+    let dir = dir_with("p2.wasm", &component_importing(&["wasi:cli/stdout@0.2.6"]));
+    let e = build_err(Toolbox::builder().cache(test_cache()).tools_dir(dir.path()));
+    assert!(message(&e).contains("not a turngate tool"), "{e}");
+}
+
 #[test]
 fn tool_names_must_be_unique() {
     let bytes = std::fs::read(env!("TURNGATE_TEST_GUEST_HOSTILE_RO")).unwrap();

@@ -109,6 +109,12 @@ impl LoadedTool {
         &self.imports
     }
 
+    /// The WASI generation the component targets ("0.2", the one the sandbox serves), or `None` when it
+    /// imports nothing of WASI.
+    pub fn wasi(&self) -> Option<&'static str> {
+        crate::sandbox::wasi_generation(&self.imports)
+    }
+
     /// Whether the component imports `wasi:http`: it may make the requests its policy grants it.
     pub fn reaches_network(&self) -> bool {
         self.imports

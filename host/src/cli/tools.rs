@@ -109,6 +109,7 @@ pub async fn inspect(builder: ToolboxBuilder, file: &Path) -> Result<()> {
         "sandbox_access": d.filesystem_access(),
         "input_schema": d.input_schema,
         "imports": tool.imports(),
+        "wasi": tool.wasi(),
     });
     // A component installed from a registry: what its directory's lock records of it.
     if let Some(entry) = registry_entry(file) {
@@ -165,7 +166,13 @@ pub async fn check(builder: ToolboxBuilder, file: &Path) -> Result<bool> {
     };
     let tool = toolbox.tools().next().expect("one component loaded");
     let d = tool.descriptor();
-    println!("  ok    loads as a component of the tool world (turngate:tool/tool@0.1.0)");
+    let generation = match tool.wasi() {
+        Some(version) => format!("built for WASI {version}"),
+        None => "importing nothing of WASI".to_owned(),
+    };
+    println!(
+        "  ok    loads as a component of the tool world (turngate:tool/tool@0.1.0), {generation}"
+    );
     println!(
         "  ok    describes itself as `{}`; its input schema is valid JSON Schema for an object",
         d.name

@@ -45,6 +45,7 @@ use self::cache::PrecompiledCache;
 use self::filesystem::ViewCtx;
 use self::limits::{CallLimiter, MemoryLimitExceeded};
 use self::output::{BoundedOutput, OutputLimitExceeded};
+pub(crate) use self::wasi::generation as wasi_generation;
 use crate::cancel::Cancel;
 use crate::descriptor::{Access, PathParam};
 use crate::network::{CallNetwork, NetworkHooks, NetworkSetup, RequestRecord};
@@ -169,6 +170,12 @@ pub enum PrepareError {
     /// The component does not validate or compile.
     #[error("the component does not compile: {0:#}")]
     Compile(wasmtime::Error),
+    /// The component is built for WASI 0.3: it imports 0.3 interfaces (named), and the sandbox serves 0.2.
+    #[error(
+        "the component is built for WASI 0.3 (it imports {}); this turngate runs tools built for WASI 0.2 (wasm32-wasip2, world turngate:tool/tool@0.1.0)",
+        .0.join(", ")
+    )]
+    Wasi03(Vec<String>),
     /// The component imports interfaces the sandbox does not grant (sockets, HTTP, another world's).
     #[error(
         "the component imports {}, which the sandbox does not grant (it grants wasi:io, wasi:cli, wasi:clocks, wasi:filesystem, wasi:random and wasi:http's outgoing-handler)",
@@ -333,6 +340,14 @@ impl Sandbox {
             .imports(&self.engine)
             .map(|(name, _)| name.to_owned())
             .collect();
+        let wasi_0_3: Vec<String> = imports
+            .iter()
+            .filter(|name| wasi::is_wasi_0_3(name))
+            .cloned()
+            .collect();
+        if !wasi_0_3.is_empty() {
+            return Err(PrepareError::Wasi03(wasi_0_3));
+        }
         let ungranted: Vec<String> = imports
             .iter()
             .filter(|name| !wasi::is_granted(name))

@@ -47,7 +47,27 @@ pub(crate) const TOOL_TYPES: &str = "turngate:tool/types";
 
 /// Whether an import name is something the sandbox provides.
 pub(crate) fn is_granted(import: &str) -> bool {
-    import.starts_with(TOOL_TYPES) || GRANTED.iter().any(|prefix| import.starts_with(prefix))
+    !is_wasi_0_3(import)
+        && (import.starts_with(TOOL_TYPES)
+            || GRANTED.iter().any(|prefix| import.starts_with(prefix)))
+}
+
+/// Whether an import is a WASI 0.3 interface (`wasi:cli/stdout@0.3.0`, or one of 0.3's release
+/// candidates): the sandbox serves WASI 0.2, so a component importing one is refused at load with the
+/// imports named, not with the linker's "no matching implementation".
+pub(crate) fn is_wasi_0_3(import: &str) -> bool {
+    import.starts_with("wasi:")
+        && import
+            .split_once('@')
+            .is_some_and(|(_, version)| version.starts_with("0.3."))
+}
+
+/// The WASI generation a component's imports target ("0.2"), or `None` when it imports nothing of WASI.
+pub(crate) fn generation(imports: &[String]) -> Option<&'static str> {
+    imports
+        .iter()
+        .any(|name| name.starts_with("wasi:"))
+        .then_some("0.2")
 }
 
 /// `wasi:io` resources live in the store's resource table.
