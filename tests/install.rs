@@ -4,11 +4,11 @@
 //!
 //! `release/build --native --profile dev` builds them here: the wheel and the npm packages for this
 //! machine's own glibc, reusing the workspace's dev build (the release command's zig cross-builds, the
-//! manylinux_2_28 check and the aarch64 artifacts are `release/check-aarch64`'s and the release's), and
-//! the static musl CLI. Each test then installs an artifact with the user's tool (pip, npm, a copied
-//! binary), runs what the docs say to run (the Python and Node agent loop examples against a fake
-//! provider on loopback, `turngate demo`), and checks that a wrong platform or a tampered download is
-//! refused in words.
+//! manylinux_2_28 check and the aarch64 artifacts are `release/check-aarch64`'s and the release's), the
+//! static musl CLI, and the sdist. Each test then installs an artifact with the user's tool (pip, npm, a
+//! copied binary; the sdist is the one artifact built where Rust is), runs what the docs say to run (the
+//! Python and Node agent loop examples against a fake provider on loopback, `turngate demo`), and checks
+//! that a wrong platform or a tampered download is refused in words.
 //!
 //! Needs python3 with venv, node and npm; the SDKs the examples drive come from PyPI and npm at the
 //! versions the binding tests pin.
@@ -168,6 +168,71 @@ fn assert_example_ran(
     assert!(stdout.contains("All done."), "{what}: {stdout}");
 }
 
+/// The SDKs the examples drive, at the versions the package's tests pin (and maturin: the pins are the
+/// package tests' own), into `venv`.
+fn install_sdks(venv: &Path, home: &Path, path: &OsString) {
+    run(
+        bare(
+            Command::new(venv.join("bin/pip"))
+                .args(["install", "-q", "--disable-pip-version-check", "-r"])
+                .arg(repo().join("python/tests/requirements.txt")),
+            home,
+            path,
+        ),
+        "pip install the SDKs (needs PyPI)",
+    );
+}
+
+/// Both Python agent loop examples, run with `venv`'s turngate against a fake provider, each in a
+/// folder named after `label` and the example.
+fn assert_python_examples_run(label: &str, venv: &Path, home: &Path, path: &OsString) {
+    for (example, provider, variable) in [
+        ("anthropic_agent.py", Provider::Anthropic, "ANTHROPIC"),
+        ("openai_agent.py", Provider::OpenAiResponses, "OPENAI"),
+    ] {
+        let at = scratch(&format!("{label}-{example}"));
+        let root = workspace(&at);
+        std::fs::copy(
+            repo().join("python/examples").join(example),
+            at.join(example),
+        )
+        .unwrap();
+        let fake = fake(provider);
+        let base_url = match provider {
+            Provider::OpenAiResponses => format!("{}/v1", fake.base_url()),
+            _ => fake.base_url(),
+        };
+        let out = output(
+            bare(
+                Command::new(venv.join("bin/python"))
+                    .arg(example)
+                    .arg(&root)
+                    .arg("Update the notes.")
+                    .current_dir(&at),
+                home,
+                path,
+            )
+            .env(format!("{variable}_BASE_URL"), base_url)
+            .env(format!("{variable}_API_KEY"), "test"),
+        );
+        assert_example_ran(example, &out, &fake, provider, &root);
+    }
+}
+
+/// Every `(name, version)` a Cargo.lock pins.
+fn packages_of(lock: &str) -> std::collections::BTreeSet<(String, String)> {
+    let mut packages = std::collections::BTreeSet::new();
+    let mut name = None;
+    for line in lock.lines() {
+        if let Some(value) = line.strip_prefix("name = ") {
+            name = Some(value.trim_matches('"').to_owned());
+        } else if let (Some(value), Some(n)) = (line.strip_prefix("version = "), name.take()) {
+            packages.insert((n, value.trim_matches('"').to_owned()));
+        }
+    }
+    packages
+}
+
 /// The real interpreter behind `python3` (not a shim), for the fresh venv.
 fn python3() -> PathBuf {
     let out = run(
@@ -222,48 +287,70 @@ fn the_wheel_installs_with_pip_into_a_fresh_venv_and_the_python_examples_run_wit
         "turngate imported from the venv, not the checkout: {imported}"
     );
 
-    // The SDKs the examples drive, at the versions the package's tests pin.
+    install_sdks(&venv, &home, &path);
+    assert_python_examples_run("python", &venv, &home, &path);
+}
+
+/// The sdist, installed by pip where Rust is (the from-source path: maturin and cargo), builds a working
+/// package: the library's build script compiles the bundled tools from the `guest-tools/` and `wit/` the
+/// archive carries, and both examples run. Built in the dev profile into the workspace's target folder,
+/// so only the workspace's own crates compile again. The archive is unpacked into a folder that is the
+/// same on every run (pip builds an unpacked sdist in place, as it does the one it unpacks itself), so
+/// reruns do not leave a new copy of those crates in the target folder each time.
+#[test]
+fn the_sdist_builds_with_pip_where_rust_is_and_the_python_examples_run() {
+    let sdist = artifact("turngate-", ".tar.gz");
+    let home = scratch("python-sdist");
+    run(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(&sdist)
+            .arg("-C")
+            .arg(&home),
+        "unpack the sdist",
+    );
+    let unpacked = home.join(
+        sdist
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .trim_end_matches(".tar.gz"),
+    );
+    let venv = home.join("venv");
+    let bare_venv = bare_path(&[&venv.join("bin")]);
     run(
         bare(
-            Command::new(venv.join("bin/pip"))
-                .args(["install", "-q", "--disable-pip-version-check", "-r"])
-                .arg(repo().join("python/tests/requirements.txt")),
+            Command::new(python3()).args(["-m", "venv"]).arg(&venv),
             &home,
-            &path,
+            &bare_venv,
         ),
-        "pip install the SDKs (needs PyPI)",
+        "python3 -m venv",
     );
-    for (example, provider, variable) in [
-        ("anthropic_agent.py", Provider::Anthropic, "ANTHROPIC"),
-        ("openai_agent.py", Provider::OpenAiResponses, "OPENAI"),
-    ] {
-        let at = scratch(&format!("python-{example}"));
-        let root = workspace(&at);
-        std::fs::copy(
-            repo().join("python/examples").join(example),
-            at.join(example),
-        )
-        .unwrap();
-        let fake = fake(provider);
-        let base_url = match provider {
-            Provider::OpenAiResponses => format!("{}/v1", fake.base_url()),
-            _ => fake.base_url(),
-        };
-        let out = output(
-            bare(
-                Command::new(venv.join("bin/python"))
-                    .arg(example)
-                    .arg(&root)
-                    .arg("Update the notes.")
-                    .current_dir(&at),
-                &home,
-                &path,
-            )
-            .env(format!("{variable}_BASE_URL"), base_url)
-            .env(format!("{variable}_API_KEY"), "test"),
-        );
-        assert_example_ran(example, &out, &fake, provider, &root);
-    }
+    install_sdks(&venv, &home, &bare_venv);
+    let with_rust = std::env::join_paths(std::iter::once(venv.join("bin")).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap();
+    run(
+        as_from_a_shell(&mut Command::new(venv.join("bin/pip")))
+            .args(["install", "-q", "--no-index", "--no-build-isolation"])
+            .arg("--disable-pip-version-check")
+            .arg(&unpacked)
+            .current_dir(&home)
+            .env("PATH", &with_rust)
+            .env("VIRTUAL_ENV", &venv)
+            .env("MATURIN_PEP517_ARGS", "--profile dev")
+            .env("CARGO_TARGET_DIR", target),
+        "pip install the sdist (builds it with maturin and cargo)",
+    );
+    // Not `--locked`: the archive's Cargo.lock is the workspace's, which also pins the Node addon's
+    // crates, and cargo drops those. What it keeps is pinned as the workspace pins it: nothing resolved anew.
+    let workspace_lock = packages_of(&std::fs::read_to_string(repo().join("Cargo.lock")).unwrap());
+    let built_with = packages_of(&std::fs::read_to_string(unpacked.join("Cargo.lock")).unwrap());
+    let anew: Vec<_> = built_with.difference(&workspace_lock).collect();
+    assert!(anew.is_empty(), "the sdist's build resolved {anew:?} anew");
+    assert_python_examples_run("python-sdist", &venv, &home, &bare_venv);
 }
 
 #[test]
