@@ -43,6 +43,7 @@ const TEST_ONLY: &[&str] = &[
     "hostile_ro",
     "hostile_net",
     "net_probe",
+    "p3_probe",
     "noop",
     "bad_schema",
     "spin_describe",
@@ -139,15 +140,17 @@ fn version_line(manifest_dir: &Path, repo: &Path) -> String {
         .find_map(|line| line.strip_prefix("package ")?.strip_suffix(';'))
         .expect("wit/tool.wit names its package");
     let (namespace, version) = package.split_once('@').expect("the package is versioned");
-    let worlds: Vec<String> = wit
+    // The `async-` worlds are the WASI 0.3 edition (`call` an async func).
+    let (wasi_0_3, wasi_0_2): (Vec<String>, Vec<String>) = wit
         .lines()
         .filter_map(|line| line.strip_prefix("world ")?.split_whitespace().next())
         .map(|world| format!("{namespace}/{world}@{version}"))
-        .collect();
+        .partition(|world| world.contains("/async-"));
     format!(
-        "{} (wasmtime {wasmtime}; tool worlds {} on WASI 0.2)",
+        "{} (wasmtime {wasmtime}; tool worlds {} on WASI 0.2, {} on WASI 0.3)",
         env::var("CARGO_PKG_VERSION").expect("set by cargo"),
-        worlds.join(", ")
+        wasi_0_2.join(", "),
+        wasi_0_3.join(", ")
     )
 }
 

@@ -661,7 +661,8 @@ fn version_names_the_wasmtime_linked_and_the_tool_worlds_served() {
         String::from_utf8_lossy(&out.stdout),
         format!(
             "turngate {} (wasmtime {wasmtime}; tool worlds turngate:tool/tool@0.1.0, \
-             turngate:tool/network-tool@0.1.0 on WASI 0.2)\n",
+             turngate:tool/network-tool@0.1.0 on WASI 0.2, turngate:tool/async-tool@0.1.0, \
+             turngate:tool/async-network-tool@0.1.0 on WASI 0.3)\n",
             env!("CARGO_PKG_VERSION")
         )
     );

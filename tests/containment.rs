@@ -569,3 +569,129 @@ fn the_on_demand_engine_keeps_every_limit() {
         "output_limit"
     );
 }
+
+/// A toolbox holding the `p3_probe` guest, built for WASI 0.3, under these limits.
+fn p3_probe(limits: Limits) -> Toolbox {
+    build(
+        Toolbox::builder()
+            .cache(test_cache())
+            .without_bundled()
+            .limits(limits)
+            .component_file(env!("TURNGATE_TEST_GUEST_P3_PROBE"))
+            .unwrap(),
+    )
+}
+
+/// Calls `p3_probe` with `input` on a thread of its own under [`WATCHDOG`], so a call nothing stops
+/// fails the test instead of hanging it.
+fn p3_call(toolbox: &Arc<Toolbox>, ws: &Workspace, input: serde_json::Value) -> CallOutcome {
+    let (send, receive) = mpsc::channel();
+    let (toolbox, root) = (
+        toolbox.clone(),
+        turngate::Root::open(ws.root_path()).unwrap(),
+    );
+    std::thread::spawn(move || {
+        let outcome = call(
+            &toolbox,
+            &root,
+            &Policy::allow_all(),
+            "p3_probe",
+            &input.to_string(),
+        );
+        let _ = send.send(outcome);
+    });
+    receive
+        .recv_timeout(WATCHDOG)
+        .unwrap_or_else(|_| panic!("not stopped within {WATCHDOG:?}"))
+}
+
+/// A WASI 0.3 guest parked in an async import (a clock wait of ten minutes) runs no wasm, so no epoch
+/// check can stop it: the wall-time limit drops the whole call. One that computes is stopped as a 0.2
+/// guest is. Either way the host serves the next call.
+#[test]
+fn a_wasi_0_3_guest_parked_in_a_host_future_or_computing_stops_at_its_wall_time() {
+    let toolbox = Arc::new(p3_probe(Limits {
+        wall_time: Duration::from_secs(1),
+        ..Limits::default()
+    }));
+    let ws = Workspace::new();
+    assert_eq!(
+        p3_call(&toolbox, &ws, json!({"op": "sleep", "ms": 10}))
+            .result
+            .unwrap(),
+        "slept"
+    );
+    for input in [json!({"op": "sleep", "ms": 600_000}), json!({"op": "spin"})] {
+        let outcome = p3_call(&toolbox, &ws, input.clone());
+        assert_eq!(sandbox_error(&outcome), "timeout", "{input}");
+        // Not a speed check: the bounds tell a limit that fired from one that never did.
+        assert!(
+            outcome.duration >= Duration::from_secs(1)
+                && outcome.duration < Duration::from_secs(30),
+            "{input}: {:?}",
+            outcome.duration
+        );
+        let next = p3_call(&toolbox, &ws, json!({"op": "noop"}));
+        assert_eq!(next.result.unwrap(), "ok", "after {input}");
+    }
+}
+
+/// Cancel stops a WASI 0.3 call wherever it is: parked in a host future, or computing.
+#[test]
+fn a_wasi_0_3_call_stops_when_cancelled_whether_it_waits_or_computes() {
+    // The wall-time limit is far off: only the cancellation can stop these calls early.
+    let toolbox = p3_probe(Limits {
+        wall_time: Duration::from_secs(60),
+        ..Limits::default()
+    });
+    let ws = Workspace::new();
+    let (policy, effects) = (Policy::allow_all(), Effects::default());
+    for input in [json!({"op": "sleep", "ms": 600_000}), json!({"op": "spin"})] {
+        let cancel = Cancel::new();
+        let trigger = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(1));
+            trigger.cancel();
+        });
+        let mut context = CallContext::new(&ws.root, &policy, &effects);
+        context.cancel = Some(&cancel);
+        let outcome = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(toolbox.call_in(&mut context, "p3_probe", &input.to_string()));
+        assert!(
+            matches!(outcome.result, Err(CallError::Run(RunError::Cancelled))),
+            "{input}: {:?}",
+            outcome.result
+        );
+        assert!(
+            outcome.duration < Duration::from_secs(30),
+            "{input}: {:?}",
+            outcome.duration
+        );
+    }
+}
+
+/// A WASI 0.3 guest's memory is bounded as a 0.2 guest's is, and so are the streams it may open: a
+/// thousand are fine; thirty thousand (sixty thousand handles, each end one, in host memory the memory
+/// limit does not see) pass the call's bound of 50,000 handles and end the call.
+#[test]
+fn a_wasi_0_3_guest_s_memory_and_stream_handles_are_bounded() {
+    let toolbox = Arc::new(p3_probe(Limits {
+        wall_time: Duration::from_secs(10),
+        memory_bytes: 64 << 20,
+        ..Limits::default()
+    }));
+    let ws = Workspace::new();
+    let outcome = p3_call(&toolbox, &ws, json!({"op": "grow"}));
+    assert_eq!(sandbox_error(&outcome), "memory_limit");
+    let outcome = p3_call(&toolbox, &ws, json!({"op": "streams", "count": 1000}));
+    assert_eq!(outcome.result.unwrap(), "opened 1000");
+    let outcome = p3_call(&toolbox, &ws, json!({"op": "streams", "count": 30_000}));
+    assert_eq!(sandbox_error(&outcome), "trap", "{:?}", outcome.result);
+    let trap = outcome.result.unwrap_err().to_string();
+    assert!(trap.contains("handle limit exceeded"), "{trap}");
+    let next = p3_call(&toolbox, &ws, json!({"op": "noop"}));
+    assert_eq!(next.result.unwrap(), "ok");
+}

@@ -124,25 +124,36 @@ fn component_importing(names: &[&str]) -> Vec<u8> {
     component.finish()
 }
 
-/// A component built for WASI 0.3 is refused by name with its 0.3 imports named and what this host
-/// serves, not with the linker's "no matching implementation"; a 0.2 one of the same shape is refused
-/// only because it is not a tool.
+/// A component that imports WASI 0.3 must export the `async-tool` world's `call` (a synchronous `call`
+/// cannot wait on 0.3's imports), and may import only the 0.3 interfaces the sandbox serves: sockets,
+/// time zones, release candidates (which no host links) and, until the view serves it, 0.3's
+/// filesystem are refused by name. A 0.2 component of the same shape is refused only because it is
+/// not a tool.
 #[test]
-fn a_component_built_for_wasi_0_3_is_refused_naming_its_0_3_imports() {
-    let bytes = component_importing(&[
-        "wasi:cli/stdout@0.2.6",
-        "wasi:cli/stdout@0.3.0",
-        "wasi:filesystem/types@0.3.0-rc-2025-09-16",
-    ]);
+fn wasi_0_3_components_are_held_to_the_async_world_and_the_0_3_imports_granted() {
+    let bytes = component_importing(&["wasi:cli/stdout@0.2.6", "wasi:cli/stdout@0.3.0"]);
     assert_refused(
         "p3.wasm",
         &bytes,
         &[
-            "built for WASI 0.3",
-            "wasi:cli/stdout@0.3.0, wasi:filesystem/types@0.3.0-rc-2025-09-16)",
-            "runs tools built for WASI 0.2",
+            "imports WASI 0.3 (wasi:cli/stdout@0.3.0)",
+            "does not export `call` as an async func",
+            "turngate:tool/async-tool@0.1.0",
         ],
     );
+    for name in [
+        "wasi:sockets/types@0.3.0",
+        "wasi:clocks/timezone@0.3.0",
+        "wasi:cli/stdout@0.3.0-rc-2025-09-16",
+        "wasi:filesystem/types@0.3.0",
+    ] {
+        let bytes = component_importing(&["wasi:cli/stdout@0.3.0", name]);
+        assert_refused(
+            "p3.wasm",
+            &bytes,
+            &[&format!("imports {name}, which"), "does not grant"],
+        );
+    }
     let dir = dir_with("p2.wasm", &component_importing(&["wasi:cli/stdout@0.2.6"]));
     let e = build_err(Toolbox::builder().cache(test_cache()).tools_dir(dir.path()));
     assert!(message(&e).contains("not a turngate tool"), "{e}");

@@ -265,7 +265,8 @@ fn resolver() -> StaticResolver {
         )
 }
 
-/// The bundled tools (with `fetch`) and the `net_probe` test guest, with these network limits.
+/// The bundled tools (with `fetch`) and the `net_probe` and `p3_probe` (built for WASI 0.3) test
+/// guests, with these network limits.
 fn toolbox_with(network: NetworkLimits) -> Toolbox {
     let limits = Limits {
         wall_time: Duration::from_secs(10),
@@ -278,6 +279,8 @@ fn toolbox_with(network: NetworkLimits) -> Toolbox {
             .limits(limits)
             .resolver(Arc::new(resolver()))
             .component_file(env!("TURNGATE_TEST_GUEST_NET_PROBE"))
+            .unwrap()
+            .component_file(env!("TURNGATE_TEST_GUEST_P3_PROBE"))
             .unwrap(),
     )
 }
@@ -622,6 +625,76 @@ fn components_built_against_the_old_world_load_and_declare_no_urls() {
             .urls
             .is_empty()
     );
+}
+
+/// A tool built for WASI 0.3 sends its requests through `wasi:http/client@0.3.0`, and they meet the
+/// same checks as 0.2's: a declared URL outside the grant stops the call before it starts, an
+/// undeclared one is refused in the hook before any connection, and what was sent is recorded.
+#[test]
+fn a_wasi_0_3_tool_s_requests_meet_the_same_grant_and_hook_as_0_2_s() {
+    let server = TestServer::start();
+    let allowed = server.origin("allowed.test");
+    let policy = policy(&format!(
+        "[tools.p3_probe.network]\nget = [\"{allowed}/**\"]"
+    ));
+    let p3 = toolbox().get("p3_probe").unwrap();
+    assert_eq!(p3.wasi(), Some("0.3"));
+    assert_eq!(p3.descriptor().urls, ["/url"]);
+
+    let (outcome, _ws) = run(
+        toolbox(),
+        &policy,
+        "p3_probe",
+        json!({"op": "fetch", "url": format!("{allowed}/hello?token=abc")}),
+    );
+    assert_eq!(
+        outcome.result.as_deref().unwrap(),
+        "200 hello from the test server"
+    );
+    let [record] = &outcome.requests[..] else {
+        panic!("{:?}", outcome.requests)
+    };
+    assert_eq!(record.url, format!("{allowed}/hello?token=***"));
+    assert_eq!(record.address.unwrap(), (LOOPBACK, server.port).into());
+    assert_eq!(record.status, Some(200));
+
+    let other = format!("{}/declared", server.origin("other.test"));
+    let (outcome, _ws) = run(
+        toolbox(),
+        &policy,
+        "p3_probe",
+        json!({"op": "fetch", "url": other}),
+    );
+    match &outcome.result {
+        Err(CallError::Gate(e)) => assert_eq!(e.step(), "url", "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!outcome.ran());
+
+    let undeclared = format!("{}/undeclared", server.origin("other.test"));
+    let (outcome, _ws) = run(
+        toolbox(),
+        &policy,
+        "p3_probe",
+        json!({"op": "probe", "target": undeclared}),
+    );
+    match &outcome.result {
+        Err(CallError::Run(RunError::Tool(e))) => {
+            assert!(e.to_string().contains("HttpRequestDenied"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        outcome.requests[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("no network rule"),
+        "{:?}",
+        outcome.requests
+    );
+    assert_eq!(outcome.requests[0].address, None);
+    assert_eq!(server.paths(), ["/hello?token=abc"]);
 }
 
 #[test]

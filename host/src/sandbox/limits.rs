@@ -34,6 +34,11 @@ impl Default for Limits {
     }
 }
 
+/// Most component-model handles a call may hold at once: resources (descriptors, requests, pollables),
+/// and for a WASI 0.3 tool every end of a stream or future and every subtask. Each is host memory the
+/// memory limit does not see; past this the guest traps. (wasmtime's default is 100,000.)
+pub(crate) const MAX_HANDLES: usize = 50_000;
+
 /// Most table elements a call may grow to; tables hold function references, and no honest tool needs
 /// more than this.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;

@@ -1,11 +1,13 @@
-//! The component sandbox: one engine, tools compiled once, a fresh store per call.
+//! The component sandbox: an engine per WASI generation, tools compiled once, a fresh store per call.
 //!
-//! `Sandbox` owns the process's wasmtime `Engine` (a pooling or an on-demand instance allocator, see
-//! [`Instances`]; epoch interruption, see `Sandbox::run` and `Sandbox::describe`), a linker holding the
-//! WASI 0.2 interfaces tools may import (`wasi.rs`: no sockets; `filesystem.rs`: `wasi:filesystem` over
-//! the call's view), and the precompiled-component cache.
-//! `Sandbox::prepare` turns component bytes into a `Prepared` tool (an `InstancePre` of the tool world,
-//! refused if it imports anything the sandbox does not grant); `Sandbox::run` instantiates it in a new
+//! `Sandbox` owns the process's wasmtime engines (`engine.rs`: one for tools built for WASI 0.2, and
+//! one for tools built for 0.3, made when the first is prepared; each a pooling or an on-demand instance
+//! allocator, see [`Instances`]; epoch interruption, see `Sandbox::run` and `Sandbox::describe`), their
+//! linkers holding the WASI interfaces tools may import (`wasi.rs`: no sockets; `filesystem.rs`:
+//! `wasi:filesystem` over the call's view), and the precompiled-component cache.
+//! `Sandbox::prepare` turns component bytes into a `Prepared` tool (an `InstancePre` of the tool world
+//! on the engine its edition needs, `edition.rs`; refused if it imports anything the sandbox does not
+//! grant); `Sandbox::run` instantiates it in a new
 //! `Store` whose only filesystem is the call's [`CallView`] (none for tools without paths), calls it
 //! under the [`Limits`] (on a call thread when it has a view, else on the caller's task), and maps
 //! every way a call can end to its own [`RunError`]. The caller waits for the wall-time limit at most
@@ -13,10 +15,14 @@
 //! call is doing, and gets the view back (with what the call staged) only when the call returned. A
 //! component that imports `wasi:http` is prepared with a second linker that adds it (made when the
 //! first such component is prepared); every request goes to the call's network hooks
-//! (`crate::network`), which deny everything the policy does not grant.
+//! (`crate::network`), which deny everything the policy does not grant. A 0.3 call runs the same way:
+//! a guest parked in an async import runs no wasm, so no epoch check stops it, but the caller's
+//! wall-time limit and cancel drop the whole call (its store with it) wherever it waits.
 
 pub(crate) mod bindings;
 mod cache;
+mod edition;
+mod engine;
 mod errors;
 pub(crate) mod filesystem;
 mod limits;
@@ -27,25 +33,25 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Once, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
-    UpdateDeadline,
-};
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, ResourceTable};
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use self::bindings::network_tool::NetworkTool;
 use self::bindings::{Tool, ToolPre};
 use self::cache::PrecompiledCache;
+use self::edition::Edition;
+pub(crate) use self::edition::generation as wasi_generation;
+use self::engine::Runtime;
 use self::filesystem::ViewCtx;
 use self::limits::{CallLimiter, MemoryLimitExceeded};
 use self::output::{BoundedOutput, OutputLimitExceeded};
-pub(crate) use self::wasi::generation as wasi_generation;
 use crate::cancel::Cancel;
 use crate::descriptor::{Access, PathParam};
 use crate::network::{CallNetwork, NetworkHooks, NetworkSetup, RequestRecord};
@@ -55,23 +61,11 @@ use crate::view::CallView;
 pub use self::errors::{RunError, ToolError};
 pub use self::limits::Limits;
 
-/// How often the ticker thread advances the engine's epoch once a tool has described itself or a call
-/// ran on the caller's task; the resolution of the wall-time limit and cancellation of those, and how
-/// often their guests yield to the executor.
-const EPOCH_TICK: Duration = Duration::from_millis(5);
-
 /// How often the wall-time clock looks again while a network request waits for the approver.
 const APPROVAL_RECHECK: Duration = Duration::from_millis(50);
 
 /// Most bytes of a trapped guest's stderr quoted in its error (enough for a panic message).
 const TRAP_STDERR_TAIL: usize = 4096;
-
-/// Core instances one call may have (a component is several core modules: a Python or JavaScript tool
-/// carries its interpreter and adapters).
-const CORE_INSTANCES_PER_CALL: u32 = 32;
-
-/// Linear memories (and tables) one call may have.
-const MEMORIES_PER_CALL: u32 = 8;
 
 /// How the engine allocates the instances calls run in. Either way a call's memory is bounded by
 /// [`Limits::memory_bytes`] (the store's limiter enforces it).
@@ -104,26 +98,27 @@ pub enum CacheSetting {
     Disabled,
 }
 
-/// The process's engine, linker and cache.
+/// The process's engines, linkers and cache.
 pub(crate) struct Sandbox {
-    engine: Engine,
-    linker: Linker<CallState>,
-    /// `linker` plus `wasi:http`, for components that import it: made when the first is prepared
-    /// (making it with the sandbox cost every process 0.15 to 0.17 ms, BENCHMARKS.md).
-    network_linker: OnceLock<Linker<CallState>>,
+    /// For tools built for WASI 0.2; its cache also holds every tool's descriptor.
+    wasi_0_2: Runtime,
+    /// For tools built for WASI 0.3: made when the first is prepared (its pool reserves as much as
+    /// the 0.2 engine's, which a process with no 0.3 tool should not pay for).
+    wasi_0_3: OnceLock<Runtime>,
+    instances: Instances,
+    cache_dir: Option<PathBuf>,
     limits: Limits,
-    cache: Option<PrecompiledCache>,
     threads: Threads,
-    /// One permit per instance slot of the pool: a call waits for one rather than fail.
+    /// One permit per instance slot of a pool: a call waits for one rather than fail.
     slots: Arc<tokio::sync::Semaphore>,
-    /// The epoch ticker, started at the first `describe` or call on the caller's task.
-    ticker: Once,
+    max_concurrent: usize,
 }
 
 /// A component checked against the tool world and ready to instantiate for each call.
 #[derive(Clone)]
 pub(crate) struct Prepared {
     pre: ToolPre<CallState>,
+    edition: Edition,
     imports: Vec<String>,
     /// The component exports `url-fields` (the `network-tool` world).
     declares_urls: bool,
@@ -170,15 +165,16 @@ pub enum PrepareError {
     /// The component does not validate or compile.
     #[error("the component does not compile: {0:#}")]
     Compile(wasmtime::Error),
-    /// The component is built for WASI 0.3: it imports 0.3 interfaces (named), and the sandbox serves 0.2.
+    /// The component imports WASI 0.3 interfaces (named) but does not export `call` as an async
+    /// function: a synchronous one cannot wait on them (the component model traps it).
     #[error(
-        "the component is built for WASI 0.3 (it imports {}); this turngate runs tools built for WASI 0.2 (wasm32-wasip2, world turngate:tool/tool@0.1.0)",
+        "the component imports WASI 0.3 ({}) but does not export `call` as an async func, and a synchronous one cannot wait on them; build it against world turngate:tool/async-tool@0.1.0",
         .0.join(", ")
     )]
-    Wasi03(Vec<String>),
+    SyncCall(Vec<String>),
     /// The component imports interfaces the sandbox does not grant (sockets, HTTP, another world's).
     #[error(
-        "the component imports {}, which the sandbox does not grant (it grants wasi:io, wasi:cli, wasi:clocks, wasi:filesystem, wasi:random and wasi:http's outgoing-handler)",
+        "the component imports {}, which the sandbox does not grant (it grants WASI 0.2's wasi:io, wasi:cli, wasi:clocks, wasi:filesystem, wasi:random and wasi:http's outgoing-handler, and WASI 0.3's wasi:cli, wasi:clocks, wasi:random and wasi:http's client)",
         .0.join(", ")
     )]
     Imports(Vec<String>),
@@ -248,8 +244,8 @@ impl WasiHttpView for CallState {
 }
 
 impl Sandbox {
-    /// Creates the engine and links WASI 0.2. At most `max_concurrent` calls run at once (the pool's
-    /// size, when pooled); more wait for a slot.
+    /// Creates the WASI 0.2 engine and its linker. At most `max_concurrent` calls run at once (each
+    /// pool's size, when pooled); more wait for a slot.
     pub(crate) fn new(
         limits: Limits,
         cache: &CacheSetting,
@@ -257,39 +253,59 @@ impl Sandbox {
         instances: Instances,
     ) -> Result<Sandbox, EngineError> {
         let slots = max_concurrent.max(1);
-        let engine = match instances {
-            Instances::Pooled => {
-                let pooled = |resident| {
-                    engine_with(InstanceAllocationStrategy::Pooling(pool_for(
-                        slots, limits, resident,
-                    )))
-                };
-                // The kernel may lack `PAGEMAP_SCAN` (before Linux 6.7): then memory is released.
-                pooled(Resident::Kept).or_else(|_| pooled(Resident::Released))
-            }
-            Instances::OnDemand => engine_with(InstanceAllocationStrategy::OnDemand),
-        }
-        .map_err(EngineError)?;
-
-        let mut linker = Linker::new(&engine);
-        wasi::add_to_linker(&mut linker, CallState::filesystem).map_err(EngineError)?;
-
         let cache_dir = match cache {
             CacheSetting::Default => PrecompiledCache::default_dir(),
             CacheSetting::Dir(dir) => Some(dir.clone()),
             CacheSetting::Disabled => None,
         };
-        let cache = cache_dir.map(|dir| PrecompiledCache::new(dir, &engine));
-        Ok(Sandbox {
-            engine,
-            linker,
-            network_linker: OnceLock::new(),
+        let wasi_0_2 = Runtime::new(
+            Edition::Wasi02,
             limits,
-            cache,
+            slots,
+            instances,
+            cache_dir.as_ref(),
+        )
+        .map_err(EngineError)?;
+        Ok(Sandbox {
+            wasi_0_2,
+            wasi_0_3: OnceLock::new(),
+            instances,
+            cache_dir,
+            limits,
             threads: Threads::new("turngate-call"),
             slots: Arc::new(tokio::sync::Semaphore::new(slots)),
-            ticker: Once::new(),
+            max_concurrent: slots,
         })
+    }
+
+    /// The runtime for `edition`; the WASI 0.3 one is made at its first use (two callers racing both
+    /// make one; the first kept is used by all).
+    fn runtime(&self, edition: Edition) -> wasmtime::Result<&Runtime> {
+        if edition == Edition::Wasi02 {
+            return Ok(&self.wasi_0_2);
+        }
+        if let Some(runtime) = self.wasi_0_3.get() {
+            return Ok(runtime);
+        }
+        let runtime = Runtime::new(
+            edition,
+            self.limits,
+            self.max_concurrent,
+            self.instances,
+            self.cache_dir.as_ref(),
+        )?;
+        Ok(self.wasi_0_3.get_or_init(|| runtime))
+    }
+
+    /// The runtime a prepared tool was compiled by (made by `prepare`, so there).
+    fn runtime_of(&self, tool: &Prepared) -> &Runtime {
+        match tool.edition {
+            Edition::Wasi02 => &self.wasi_0_2,
+            Edition::Wasi03 => self
+                .wasi_0_3
+                .get()
+                .expect("a 0.3 tool was prepared by the 0.3 runtime"),
+        }
     }
 
     /// Wakes the call thread the next call with a view will run on (see [`crate::threads`]).
@@ -304,7 +320,7 @@ impl Sandbox {
 
     /// What the component with this digest said about itself, from the cache (`None`: describe it).
     pub(crate) fn cached_descriptor(&self, sha256: &str) -> Option<RawDescriptor> {
-        let descriptor = self.cache.as_ref()?.descriptor(sha256)?;
+        let descriptor = self.wasi_0_2.cache.as_ref()?.descriptor(sha256)?;
         // Checked again, in case what the sandbox grants has changed since.
         self.grants_imports(&descriptor).then_some(descriptor)
     }
@@ -316,38 +332,30 @@ impl Sandbox {
 
     /// Remembers a descriptor that passed every load check.
     pub(crate) fn remember_descriptor(&self, sha256: &str, descriptor: &RawDescriptor) {
-        if let Some(cache) = &self.cache {
+        if let Some(cache) = &self.wasi_0_2.cache {
             cache.store_descriptor(sha256, descriptor);
         }
     }
 
-    /// Compiles (or loads from the cache) a component whose SHA-256 is `sha256` and checks it against
-    /// the tool world.
+    /// Compiles (or loads from the cache) a component whose SHA-256 is `sha256` on the engine its
+    /// edition needs, and checks it against the tool world.
     pub(crate) fn prepare(&self, sha256: &str, bytes: &[u8]) -> Result<Prepared, PrepareError> {
         match bytes.get(..8) {
             Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => return Err(PrepareError::CoreModule),
             Some([0, b'a', b's', b'm', ..]) => {}
             _ => return Err(PrepareError::NotWasm),
         }
-        let component = match &self.cache {
-            Some(cache) => cache.load(&self.engine, sha256, bytes),
-            None => Component::new(&self.engine, bytes),
-        }
-        .map_err(PrepareError::Compile)?;
+        let edition = Edition::of(bytes);
+        let runtime = self.runtime(edition).map_err(PrepareError::Link)?;
+        let component = runtime
+            .compile(sha256, bytes)
+            .map_err(PrepareError::Compile)?;
         crate::test_hooks::prepared(sha256);
         let imports: Vec<String> = component
             .component_type()
-            .imports(&self.engine)
+            .imports(&runtime.engine)
             .map(|(name, _)| name.to_owned())
             .collect();
-        let wasi_0_3: Vec<String> = imports
-            .iter()
-            .filter(|name| wasi::is_wasi_0_3(name))
-            .cloned()
-            .collect();
-        if !wasi_0_3.is_empty() {
-            return Err(PrepareError::Wasi03(wasi_0_3));
-        }
         let ungranted: Vec<String> = imports
             .iter()
             .filter(|name| !wasi::is_granted(name))
@@ -356,11 +364,15 @@ impl Sandbox {
         if !ungranted.is_empty() {
             return Err(PrepareError::Imports(ungranted));
         }
-        let linker = if wasi::imports_http(&imports) {
-            self.network_linker().map_err(PrepareError::Link)?
-        } else {
-            &self.linker
-        };
+        let wasi_0_3: Vec<String> = imports
+            .iter()
+            .filter(|name| edition::is_wasi_0_3(name))
+            .cloned()
+            .collect();
+        if !wasi_0_3.is_empty() && !exports_async_call(&component, &runtime.engine) {
+            return Err(PrepareError::SyncCall(wasi_0_3));
+        }
+        let linker = runtime.linker_for(&imports).map_err(PrepareError::Link)?;
         let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(PrepareError::Link)?;
@@ -368,34 +380,25 @@ impl Sandbox {
         let pre = ToolPre::new(instance_pre).map_err(PrepareError::NotToolWorld)?;
         Ok(Prepared {
             pre,
+            edition,
             imports,
             declares_urls,
         })
     }
 
-    /// The linker for components that import `wasi:http`, made on first use (two callers racing both
-    /// make one; the first kept is used by all).
-    fn network_linker(&self) -> wasmtime::Result<&Linker<CallState>> {
-        if let Some(linker) = self.network_linker.get() {
-            return Ok(linker);
-        }
-        let mut linker = self.linker.clone();
-        wasi::add_http_to_linker(&mut linker)?;
-        Ok(self.network_linker.get_or_init(|| linker))
-    }
-
     /// Asks a prepared tool to describe itself (in a store with no filesystem). The guest runs on the
     /// caller's task, where nothing but its own epoch checks can stop it, so from the first `describe`
-    /// on a ticker thread advances the epoch every [`EPOCH_TICK`] and the store traps past the limit.
+    /// on a ticker thread advances the epoch every few milliseconds and the store traps past the limit.
     pub(crate) async fn describe(&self, tool: &Prepared) -> Result<RawDescriptor, PrepareError> {
-        self.ticker.call_once(|| start_epoch_ticker(&self.engine));
+        let runtime = self.runtime_of(tool);
+        runtime.start_ticker();
         let _slot = self
             .slots
             .acquire()
             .await
             .expect("the semaphore is never closed");
         let (mut store, _stdout, stderr, _network) =
-            self.new_store(None, None, &[], Arc::default());
+            self.new_store(&runtime.engine, None, None, &[], Arc::default());
         let work = async {
             let instance = tool
                 .pre
@@ -448,7 +451,7 @@ impl Sandbox {
     /// thread of its own lets the caller stop waiting at the wall-time limit whatever such a call is
     /// doing. A call without one (every host call it can make is asynchronous) runs on the caller's
     /// task, saving the two thread hand-offs; the epoch ticker makes its guest yield every
-    /// [`EPOCH_TICK`], so the wall-time limit and `cancel` stop it even while it computes. When the
+    /// few milliseconds (`engine.rs`), so the wall-time limit and `cancel` stop it even while it computes. When the
     /// caller stops waiting (the wall-time limit, or `cancel`), it advances the engine's epoch, so the
     /// guest traps at its next epoch check (see `new_store`).
     pub(crate) async fn run(
@@ -468,13 +471,15 @@ impl Sandbox {
             .await
             .expect("the semaphore is never closed");
         let on_thread = view.is_some();
+        let engine = &self.runtime_of(tool).engine;
         if !on_thread {
-            self.ticker.call_once(|| start_epoch_ticker(&self.engine));
+            self.runtime_of(tool).start_ticker();
         }
         // Set when the caller stops waiting (the wall-time limit or a cancellation): the guest traps at
         // its next epoch check, so its instance slot is free at once even while it computes.
         let stop = Arc::new(AtomicBool::new(false));
-        let (store, stdout, stderr, network) = self.new_store(view, network, env, stop.clone());
+        let (store, stdout, stderr, network) =
+            self.new_store(engine, view, network, env, stop.clone());
         let limits = self.limits;
         let work = call_in(store, tool.pre.clone(), input.to_owned(), slot);
         let mut running = if on_thread {
@@ -525,7 +530,7 @@ impl Sandbox {
             }
             Err(stopped) => {
                 stop.store(true, Ordering::SeqCst);
-                self.engine.increment_epoch();
+                engine.increment_epoch();
                 running.stop().await;
                 return self.report(Err(stopped), &stdout, &stderr, started, None, &network);
             }
@@ -596,6 +601,7 @@ impl Sandbox {
     /// request denied), bounded stdio, and the limits.
     fn new_store(
         &self,
+        engine: &Engine,
         view: Option<CallView>,
         network: Option<NetworkSetup>,
         env: &[(String, String)],
@@ -612,13 +618,13 @@ impl Sandbox {
         wasi.stdout(stdout.clone()).stderr(stderr.clone()).envs(env);
         let network = network.unwrap_or_else(|| NetworkSetup::none(self.limits.network));
         // A network limit exceeded stops the guest as the caller does: the stop flag, then an epoch tick.
-        let engine = self.engine.weak();
+        let weak_engine = engine.weak();
         let stop_flag = stop.clone();
         let network = CallNetwork::new(
             network,
             Box::new(move || {
                 stop_flag.store(true, Ordering::SeqCst);
-                if let Some(engine) = engine.upgrade() {
+                if let Some(engine) = weak_engine.upgrade() {
                     engine.increment_epoch();
                 }
             }),
@@ -631,8 +637,9 @@ impl Sandbox {
             http: WasiHttpCtx::new(),
             hooks: NetworkHooks::new(network.clone()),
         };
-        let mut store = Store::new(&self.engine, state);
+        let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);
+        store.set_max_component_handles(limits::MAX_HANDLES);
         // Checked whenever the epoch advances: past the wall-time limit, or once the caller stopped the
         // call, the guest traps with `Interrupt`.
         // Time spent waiting for the approver of a network request does not count.
@@ -715,61 +722,6 @@ impl<F: Future<Output = (Finished, Leftover)>> Running<F> {
     }
 }
 
-/// The engine every call runs in: components, epoch interruption, and `instances`.
-fn engine_with(instances: InstanceAllocationStrategy) -> wasmtime::Result<Engine> {
-    let mut config = Config::new();
-    config
-        .wasm_component_model(true)
-        .epoch_interruption(true)
-        .allocation_strategy(instances)
-        // Bounds checked by the compiled code rather than by guard pages: memory a call grew then stays
-        // mapped for the next call of its pool slot (reset like the rest), where otherwise each call's
-        // `memory.grow` and the next instantiation `mprotect` it, each a TLB shootdown across the
-        // process's threads. Measured (a throwaway A/B, both engines in one process, calls
-        // interleaved): `read_file` on a call thread 57 to 58 µs against 80 to 89 µs; a no-op and a
-        // `write_file` unchanged; a compute-bound `search_files` about 3% slower.
-        .signals_based_traps(false)
-        .memory_guard_size(0);
-    Engine::new(&config)
-}
-
-/// What the pool does with a finished call's memory and tables.
-#[derive(Clone, Copy)]
-enum Resident {
-    /// Their first [`KEEP_RESIDENT_MEMORY`] and [`KEEP_RESIDENT_TABLE`] bytes stay mapped, and only the
-    /// pages the call touched are reset to the component's image, found by the `PAGEMAP_SCAN` ioctl
-    /// (the engine is not created if the kernel lacks it); the rest is released.
-    Kept,
-    /// All of it is released (`madvise`), and faulted in again by the next call.
-    Released,
-}
-
-/// The bytes of each linear memory kept mapped between calls: a Rust guest's data, heap and stack
-/// start within it. Measured (`cargo bench --bench fetch`, `--bench sandbox`): a no-op call 21 µs
-/// instead of 38 µs, and 9.2 µs instead of 22.6 µs; without `PAGEMAP_SCAN`, resetting the whole
-/// region by `memset` made it 70 to 80 µs, hence [`Resident::Released`] then.
-const KEEP_RESIDENT_MEMORY: usize = 1 << 20;
-/// The bytes of each table kept mapped between calls.
-const KEEP_RESIDENT_TABLE: usize = 64 << 10;
-
-/// A pool sized to what runs at once: every slot costs set-up (a guard page per stack) at start.
-fn pool_for(slots: usize, limits: Limits, resident: Resident) -> PoolingAllocationConfig {
-    let slots = u32::try_from(slots).unwrap_or(u32::MAX);
-    let mut pool = PoolingAllocationConfig::default();
-    pool.max_memory_size(limits.memory_bytes)
-        .total_component_instances(slots)
-        .total_stacks(slots)
-        .total_core_instances(slots.saturating_mul(CORE_INSTANCES_PER_CALL))
-        .total_memories(slots.saturating_mul(MEMORIES_PER_CALL))
-        .total_tables(slots.saturating_mul(MEMORIES_PER_CALL));
-    if let Resident::Kept = resident {
-        pool.linear_memory_keep_resident(KEEP_RESIDENT_MEMORY)
-            .table_keep_resident(KEEP_RESIDENT_TABLE)
-            .pagemap_scan(wasmtime::Enabled::Yes);
-    }
-    pool
-}
-
 /// Maps a failed instantiation or call to the limit or trap that caused it.
 fn classify(error: wasmtime::Error, stderr: &[u8], limits: Limits) -> RunError {
     if error.downcast_ref::<MemoryLimitExceeded>().is_some() {
@@ -797,17 +749,12 @@ fn classify(error: wasmtime::Error, stderr: &[u8], limits: Limits) -> RunError {
     }
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] until the engine is dropped.
-fn start_epoch_ticker(engine: &Engine) {
-    let weak = engine.weak();
-    std::thread::Builder::new()
-        .name("turngate-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = weak.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
+/// Whether the component's `call` export is an `async func` (the `async-tool` world's).
+fn exports_async_call(component: &Component, engine: &Engine) -> bool {
+    component
+        .component_type()
+        .exports(engine)
+        .any(|(name, item)| {
+            name == "call" && matches!(item.ty, ComponentItem::ComponentFunc(f) if f.async_())
         })
-        .expect("spawn the epoch ticker thread");
 }

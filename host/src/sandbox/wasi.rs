@@ -1,11 +1,16 @@
-//! The WASI 0.2 interfaces a tool may import, and nothing else.
+//! The WASI interfaces a tool may import, and nothing else.
 //!
-//! Tools get `wasi:io`, `wasi:cli` (environment, exit, stdio, terminal), `wasi:clocks`, `wasi:filesystem`
-//! and `wasi:random`; components that import `wasi:http` (types and outgoing-handler) get it too, in a
-//! linker of their own, with every request checked by the call's network hooks. `wasi:sockets` is deliberately not linked (unlike `wasmtime_wasi::p2::add_to_linker_async`),
-//! so a component that imports it is refused when it is loaded, with the imports named, rather than
-//! denied one address at a time at run time. `wasi:filesystem` is turngate's own implementation over
-//! the call's view (`filesystem.rs`), not wasmtime-wasi's over a host directory.
+//! Tools get WASI 0.2's `wasi:io`, `wasi:cli` (environment, exit, stdio, terminal), `wasi:clocks`,
+//! `wasi:filesystem` and `wasi:random`; components that import `wasi:http` (types and outgoing-handler)
+//! get it too, in a linker of their own, with every request checked by the call's network hooks. Tools
+//! built for WASI 0.3 get all of that (their toolchains' standard libraries still import 0.2) plus 0.3's
+//! `wasi:cli`, `wasi:clocks` (no time zones) and `wasi:random`, and `wasi:http`'s types and client
+//! through the same hooks. `wasi:sockets` is deliberately not linked in either generation (unlike
+//! `wasmtime_wasi::p2::add_to_linker_async`), so a component that imports it is refused when it is
+//! loaded, with the imports named, rather than denied one address at a time at run time; so is any 0.3
+//! interface not listed here, and 0.3's release candidates, which no host serves. `wasi:filesystem` is
+//! turngate's own implementation over the call's view (`filesystem.rs`), not wasmtime-wasi's over a
+//! host directory.
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime_wasi::WasiView;
@@ -16,9 +21,11 @@ use wasmtime_wasi::random::WasiRandom;
 use wasmtime_wasi_io::bindings::wasi::io;
 
 use super::bindings::view;
+use super::edition::is_wasi_0_3;
 use super::filesystem::{ViewCtx, ViewFilesystem};
 
-/// Interface namespaces the sandbox grants (`wasi:io/streams@0.2.6` is granted, `wasi:sockets/tcp` is not).
+/// WASI 0.2 interface namespaces the sandbox grants (`wasi:io/streams@0.2.6` is granted,
+/// `wasi:sockets/tcp` is not).
 pub(crate) const GRANTED: &[&str] = &[
     "wasi:io/",
     "wasi:cli/",
@@ -29,45 +36,51 @@ pub(crate) const GRANTED: &[&str] = &[
     "wasi:http/outgoing-handler@",
 ];
 
+/// WASI 0.3 interfaces the sandbox grants, to components built for it (`wasi:cli/stdout@0.3.0` is
+/// granted, `wasi:clocks/timezone@0.3.0` and `wasi:sockets/types@0.3.0` are not).
+const GRANTED_0_3: &[&str] = &[
+    "wasi:cli/",
+    "wasi:clocks/types@",
+    "wasi:clocks/monotonic-clock@",
+    "wasi:clocks/system-clock@",
+    "wasi:random/",
+    "wasi:http/types@",
+    "wasi:http/client@",
+];
+
 /// Whether a component imports `wasi:http`, so it is linked with [`add_http_to_linker`].
 pub(crate) fn imports_http(imports: &[String]) -> bool {
     imports.iter().any(|name| name.starts_with("wasi:http/"))
 }
 
-/// Links `wasi:http` (p2: types and outgoing-handler); every request goes to the store's hooks
-/// (`network/hooks.rs`).
+/// Links `wasi:http` (0.2: types and outgoing-handler; with `wasi_0_3`, 0.3's types and client too);
+/// every request of either goes to the store's hooks (`network/hooks.rs`).
 pub(crate) fn add_http_to_linker<T: wasmtime_wasi_http::WasiHttpView + 'static>(
     l: &mut Linker<T>,
+    wasi_0_3: bool,
 ) -> wasmtime::Result<()> {
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(l)
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(l)?;
+    if wasi_0_3 {
+        wasmtime_wasi_http::p3::add_to_linker(l)?;
+    }
+    Ok(())
 }
 
 /// The tool world's own types interface, which carries no functions.
 pub(crate) const TOOL_TYPES: &str = "turngate:tool/types";
 
-/// Whether an import name is something the sandbox provides.
+/// Whether an import name is something the sandbox provides (a 0.3 one only in a released version).
 pub(crate) fn is_granted(import: &str) -> bool {
-    !is_wasi_0_3(import)
-        && (import.starts_with(TOOL_TYPES)
-            || GRANTED.iter().any(|prefix| import.starts_with(prefix)))
-}
-
-/// Whether an import is a WASI 0.3 interface (`wasi:cli/stdout@0.3.0`, or one of 0.3's release
-/// candidates): the sandbox serves WASI 0.2, so a component importing one is refused at load with the
-/// imports named, not with the linker's "no matching implementation".
-pub(crate) fn is_wasi_0_3(import: &str) -> bool {
-    import.starts_with("wasi:")
-        && import
+    if import.starts_with(TOOL_TYPES) {
+        return true;
+    }
+    if is_wasi_0_3(import) {
+        let released = import
             .split_once('@')
-            .is_some_and(|(_, version)| version.starts_with("0.3."))
-}
-
-/// The WASI generation a component's imports target ("0.2"), or `None` when it imports nothing of WASI.
-pub(crate) fn generation(imports: &[String]) -> Option<&'static str> {
-    imports
-        .iter()
-        .any(|name| name.starts_with("wasi:"))
-        .then_some("0.2")
+            .is_some_and(|(_, version)| !version.contains('-'));
+        return released && GRANTED_0_3.iter().any(|prefix| import.starts_with(prefix));
+    }
+    GRANTED.iter().any(|prefix| import.starts_with(prefix))
 }
 
 /// `wasi:io` resources live in the store's resource table.
@@ -103,4 +116,12 @@ pub(crate) fn add_to_linker<T: WasiView>(
     cli::terminal_stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
     cli::terminal_stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
     Ok(())
+}
+
+/// Links the WASI 0.3 interfaces granted beside the 0.2 ones ([`add_to_linker`]), for components built
+/// for 0.3: `wasi:cli`, `wasi:clocks` and `wasi:random`, over the same `WasiCtx` as 0.2's.
+pub(crate) fn add_0_3_to_linker<T: WasiView + 'static>(l: &mut Linker<T>) -> wasmtime::Result<()> {
+    wasmtime_wasi::p3::cli::add_to_linker(l)?;
+    wasmtime_wasi::p3::clocks::add_to_linker(l)?;
+    wasmtime_wasi::p3::random::add_to_linker(l)
 }

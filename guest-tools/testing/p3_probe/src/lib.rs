@@ -1,0 +1,122 @@
+//! `p3_probe`: a test guest built for WASI 0.3 (world `async-network-tool`, `call` an `async func`).
+//! Each input names one thing to do: answer at once, wait on a host clock, spin, grow its memory, open
+//! streams, or fetch a URL (declared or not) through `wasi:http/client@0.3.0`. The tests use it to hold 0.3 calls to the
+//! same limits, cancel and network hook as 0.2 ones. Never bundled.
+
+#![allow(unsafe_code)] // what `wit_bindgen::generate!` expands to
+
+mod bindings {
+    #![allow(missing_docs)]
+    wit_bindgen::generate!({
+        path: "../../../wit",
+        world: "async-network-tool",
+    });
+}
+
+use bindings::turngate::tool::types::{Descriptor, ToolError};
+use serde::Deserialize;
+use serde_json::json;
+use turngate_guest::http::Url;
+use wasip3::http::types::{ErrorCode, Fields, Method, Request, Scheme, Trailers};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, tag = "op", rename_all = "snake_case")]
+enum Input {
+    /// Answers `ok`.
+    Noop,
+    /// Waits `ms` milliseconds on `wasi:clocks/monotonic-clock@0.3.0.wait-for`: a guest parked in a host
+    /// future, where no epoch check runs.
+    Sleep { ms: u64 },
+    /// Computes forever.
+    Spin,
+    /// Grows its memory until an allocation fails.
+    Grow,
+    /// Opens `count` streams and holds them all.
+    Streams { count: usize },
+    /// Sends a GET to `url` (declared in `url-fields`) and answers with the status and the body.
+    Fetch { url: String },
+    /// The same for `target`, which is not declared: only the network hook checks it.
+    Probe { target: String },
+}
+
+struct P3Probe;
+
+impl bindings::Guest for P3Probe {
+    fn describe() -> Descriptor {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "op": {"enum": ["noop", "sleep", "spin", "grow", "streams", "fetch", "probe"]},
+                "ms": {"type": "integer", "minimum": 0},
+                "count": {"type": "integer", "minimum": 0},
+                "url": {"type": "string"},
+                "target": {"type": "string"}
+            },
+            "required": ["op"],
+            "additionalProperties": false
+        });
+        Descriptor {
+            name: "p3_probe".into(),
+            description: "A WASI 0.3 test tool.".into(),
+            input_schema: schema.to_string(),
+            paths: Vec::new(),
+        }
+    }
+
+    fn url_fields() -> Vec<String> {
+        vec!["/url".into()]
+    }
+
+    async fn call(input: String) -> Result<String, ToolError> {
+        let input: Input = serde_json::from_str(&input)
+            .map_err(|e| ToolError::InvalidInput(format!("bad input: {e}")))?;
+        match input {
+            Input::Noop => Ok("ok".into()),
+            Input::Sleep { ms } => {
+                wasip3::clocks::monotonic_clock::wait_for(ms.saturating_mul(1_000_000)).await;
+                Ok("slept".into())
+            }
+            Input::Spin => {
+                let mut n: u64 = 0;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+            Input::Grow => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            Input::Streams { count } => {
+                let held: Vec<_> = (0..count).map(|_| wasip3::wit_stream::new::<u8>()).collect();
+                Ok(format!("opened {}", held.len()))
+            }
+            Input::Fetch { url: target } | Input::Probe { target } => fetch(&target).await,
+        }
+    }
+}
+
+/// A GET of `url` through `wasi:http/client@0.3.0`: `"<status> <body>"`, or the error code.
+async fn fetch(url: &str) -> Result<String, ToolError> {
+    let url = Url::parse(url).map_err(ToolError::InvalidInput)?;
+    let (_, trailers) = wasip3::wit_future::new::<Result<Option<Trailers>, ErrorCode>>(|| Ok(None));
+    let (request, _sent) = Request::new(Fields::new(), None, trailers, None);
+    let set = request
+        .set_method(&Method::Get)
+        .and(request.set_scheme(Some(&if url.https { Scheme::Https } else { Scheme::Http })))
+        .and(request.set_authority(Some(&url.authority)))
+        .and(request.set_path_with_query(Some(&url.path_and_query)));
+    set.map_err(|()| ToolError::InvalidInput("the URL does not make a request".into()))?;
+    let response = wasip3::http::client::send(request)
+        .await
+        .map_err(|e| ToolError::Failed(format!("{e:?}")))?;
+    let status = response.get_status_code();
+    let (_, processed) = wasip3::wit_future::new::<Result<(), ErrorCode>>(|| Ok(()));
+    let (body, _trailers) = wasip3::http::types::Response::consume_body(response, processed);
+    let body: Vec<u8> = body.collect().await;
+    Ok(format!("{status} {}", String::from_utf8_lossy(&body)))
+}
+
+bindings::export!(P3Probe with_types_in bindings);
