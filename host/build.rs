@@ -41,6 +41,8 @@ const DESCRIPTORS: &str = "descriptors.json";
 const TEST_ONLY: &[&str] = &[
     "hostile_rw",
     "hostile_ro",
+    "hostile_rw_p3",
+    "hostile_ro_p3",
     "hostile_net",
     "net_probe",
     "p3_probe",

@@ -1,5 +1,6 @@
 //! Containment: a deliberately hostile guest (built from `guest-tools/testing/`, never bundled) tries to
-//! escape the root and exhaust the host. Every attempt must end in the right error, leave every file
+//! escape the root and exhaust the host, in each WASI generation (`hostile_rw` and `hostile_ro`, and their
+//! 0.3 twins, which make the same attacks through `wasi:filesystem@0.3.0`). Every attempt must end in the right error, leave every file
 //! outside the root byte-for-byte unchanged, and leave the host able to serve the next call.
 
 mod common;
@@ -9,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{Workspace, build, call, hash_tree, hostile, test_cache};
+use common::{HOSTILE_RO, HOSTILE_RW, Workspace, build, call, hash_tree, hostile, test_cache};
 use serde_json::json;
 use turngate::{
     CallContext, CallError, CallOutcome, Cancel, Effects, Instances, Limits, Policy, RunError,
@@ -92,7 +93,7 @@ fn escape_workspace() -> Workspace {
 fn parent_directory_paths_are_contained() {
     let ws = escape_workspace();
     for attack_name in ["read", "write", "append"] {
-        for tool in ["hostile_rw", "hostile_ro"] {
+        for tool in HOSTILE_RW.into_iter().chain(HOSTILE_RO) {
             let outcome = attack(
                 &ws,
                 tool,
@@ -101,37 +102,37 @@ fn parent_directory_paths_are_contained() {
             assert_contained(&outcome);
         }
     }
-    assert_contained(&attack(
-        &ws,
-        "hostile_rw",
-        json!({"attack": "list", "arg": ".."}),
-    ));
-    assert_contained(&attack(
-        &ws,
-        "hostile_rw",
-        json!({"attack": "write", "arg": "../outside/new.txt"}),
-    ));
-    assert!(!ws.outside_path().join("new.txt").exists());
+    for tool in HOSTILE_RW {
+        assert_contained(&attack(&ws, tool, json!({"attack": "list", "arg": ".."})));
+        assert_contained(&attack(
+            &ws,
+            tool,
+            json!({"attack": "write", "arg": "../outside/new.txt"}),
+        ));
+        assert!(!ws.outside_path().join("new.txt").exists(), "{tool}");
+    }
 }
 
 #[test]
 fn absolute_paths_are_contained() {
     let ws = escape_workspace();
     let secret = ws.outside_path().join("secret.txt").display().to_string();
-    for attack_name in ["read", "write"] {
-        assert_contained(&attack(
+    for tool in HOSTILE_RW {
+        for attack_name in ["read", "write"] {
+            assert_contained(&attack(
+                &ws,
+                tool,
+                json!({"attack": attack_name, "arg": secret}),
+            ));
+        }
+        // `/etc/passwd` names `etc/passwd` beneath the root inside the sandbox, which does not exist.
+        let e = assert_contained(&attack(
             &ws,
-            "hostile_rw",
-            json!({"attack": attack_name, "arg": secret}),
+            tool,
+            json!({"attack": "read", "arg": "/etc/passwd"}),
         ));
+        assert!(!format!("{e:?}").contains("root:"), "{tool}: {e:?}");
     }
-    // `/etc/passwd` names `etc/passwd` beneath the root inside the sandbox, which does not exist.
-    let e = assert_contained(&attack(
-        &ws,
-        "hostile_rw",
-        json!({"attack": "read", "arg": "/etc/passwd"}),
-    ));
-    assert!(!format!("{e:?}").contains("root:"), "{e:?}");
 }
 
 #[test]
@@ -144,78 +145,112 @@ fn symlinks_leading_outside_are_contained() {
         "link_file",
     ] {
         for attack_name in ["read", "write", "append"] {
-            assert_contained(&attack(
-                &ws,
-                "hostile_rw",
-                json!({"attack": attack_name, "arg": link}),
-            ));
+            for tool in HOSTILE_RW {
+                assert_contained(&attack(
+                    &ws,
+                    tool,
+                    json!({"attack": attack_name, "arg": link}),
+                ));
+            }
         }
     }
-    assert_contained(&attack(
-        &ws,
-        "hostile_rw",
-        json!({"attack": "write", "arg": "link_dir_absolute/planted.txt"}),
-    ));
-    assert_contained(&attack(
-        &ws,
-        "hostile_rw",
-        json!({"attack": "list", "arg": "link_dir_relative"}),
-    ));
-    assert!(!ws.outside_path().join("planted.txt").exists());
+    for tool in HOSTILE_RW {
+        assert_contained(&attack(
+            &ws,
+            tool,
+            json!({"attack": "write", "arg": "link_dir_absolute/planted.txt"}),
+        ));
+        assert_contained(&attack(
+            &ws,
+            tool,
+            json!({"attack": "list", "arg": "link_dir_relative"}),
+        ));
+        assert!(!ws.outside_path().join("planted.txt").exists(), "{tool}");
+    }
+}
+
+/// WASI 0.3 lets a guest ask for a symlink or a hard link directly (0.2's std has no stable way): the
+/// view makes neither, whether it would lead outside the root or stay inside, so no effect can reach a
+/// file the approval never named.
+#[test]
+fn a_wasi_0_3_guest_makes_no_symlink_and_no_hard_link() {
+    let ws = escape_workspace();
+    for (attack_name, arg) in [
+        ("symlink", "../outside"),
+        ("symlink", "inside.txt"),
+        ("link", "../outside/secret.txt"),
+        ("link", "inside.txt"),
+    ] {
+        let e = assert_contained(&attack(
+            &ws,
+            "hostile_rw_p3",
+            json!({"attack": attack_name, "path": "made", "arg": arg}),
+        ));
+        assert!(
+            matches!(e, ToolError::Denied(_)),
+            "{attack_name} {arg}: {e:?}"
+        );
+        assert!(
+            std::fs::symlink_metadata(ws.root_path().join("made")).is_err(),
+            "{attack_name} {arg}: nothing was made"
+        );
+    }
 }
 
 #[test]
 fn read_only_tools_cannot_write() {
     let ws = escape_workspace();
     let before = hash_tree(&ws.root_path());
-    for attack_name in ["write", "append"] {
-        for target in ["inside.txt", "new.txt"] {
-            let e = assert_contained(&attack(
-                &ws,
-                "hostile_ro",
-                json!({"attack": attack_name, "arg": target}),
-            ));
-            assert!(
-                matches!(e, ToolError::Denied(_) | ToolError::Failed(_)),
-                "{e:?}"
-            );
+    for tool in HOSTILE_RO {
+        for attack_name in ["write", "append", "create_new", "mkdir"] {
+            for target in ["inside.txt", "new.txt"] {
+                let e = assert_contained(&attack(
+                    &ws,
+                    tool,
+                    json!({"attack": attack_name, "arg": target}),
+                ));
+                assert!(
+                    matches!(e, ToolError::Denied(_) | ToolError::Failed(_)),
+                    "{tool} {attack_name} {target}: {e:?}"
+                );
+            }
         }
     }
     assert_eq!(hash_tree(&ws.root_path()), before, "the root is unchanged");
     // The same attack from a tool that declared write access does write (the control case).
-    let outcome = attack(
-        &ws,
-        "hostile_rw",
-        json!({"attack": "write", "arg": "new.txt"}),
-    );
-    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
-    assert_eq!(ws.read("new.txt"), "PWNED");
+    for tool in HOSTILE_RW {
+        let target = format!("new-{tool}.txt");
+        let outcome = attack(&ws, tool, json!({"attack": "write", "arg": target}));
+        assert!(outcome.result.is_ok(), "{tool}: {:?}", outcome.result);
+        assert_eq!(ws.read(&target), "PWNED", "{tool}");
+    }
 }
 
 #[test]
 fn reading_inside_the_root_works() {
     // The control case for the escape tests: the same attack code reads a file beneath the root.
     let ws = escape_workspace();
-    let outcome = attack(
-        &ws,
-        "hostile_ro",
-        json!({"attack": "read", "arg": "inside.txt"}),
-    );
-    assert_eq!(outcome.result.unwrap(), "ESCAPED read: inside\n");
+    for tool in HOSTILE_RO {
+        let outcome = attack(&ws, tool, json!({"attack": "read", "arg": "inside.txt"}));
+        assert_eq!(outcome.result.unwrap(), "ESCAPED read: inside\n", "{tool}");
+    }
 }
 
 #[test]
 fn an_infinite_loop_times_out() {
     let ws = escape_workspace();
-    let outcome = attack(&ws, "hostile_ro", json!({"attack": "spin"}));
-    assert_eq!(sandbox_error(&outcome), "timeout");
-    // It ran to its 1 s limit; the upper bound is no speed check, only a limit that never fired
-    // told from one that did on a loaded machine.
-    assert!(
-        outcome.duration >= Duration::from_secs(1) && outcome.duration < Duration::from_secs(30),
-        "{:?}",
-        outcome.duration
-    );
+    for tool in HOSTILE_RO {
+        let outcome = attack(&ws, tool, json!({"attack": "spin"}));
+        assert_eq!(sandbox_error(&outcome), "timeout", "{tool}");
+        // It ran to its 1 s limit; the upper bound is no speed check, only a limit that never fired
+        // told from one that did on a loaded machine.
+        assert!(
+            outcome.duration >= Duration::from_secs(1)
+                && outcome.duration < Duration::from_secs(30),
+            "{tool}: {:?}",
+            outcome.duration
+        );
+    }
 }
 
 /// A toolbox holding the `busy` guest, which declares no paths: its calls run on the caller's task.
@@ -329,19 +364,19 @@ fn a_call_without_a_view_stops_when_cancelled_whether_it_computes_or_sleeps() {
 #[test]
 fn a_sleeping_guest_times_out() {
     let ws = escape_workspace();
-    let outcome = attack(&ws, "hostile_ro", json!({"attack": "sleep"}));
-    assert_eq!(sandbox_error(&outcome), "timeout");
+    for tool in HOSTILE_RO {
+        let outcome = attack(&ws, tool, json!({"attack": "sleep"}));
+        assert_eq!(sandbox_error(&outcome), "timeout", "{tool}");
+    }
 }
 
 #[test]
 fn allocating_a_gibibyte_hits_the_memory_limit() {
     let ws = escape_workspace();
-    let outcome = attack(
-        &ws,
-        "hostile_ro",
-        json!({"attack": "alloc", "size": 1u64 << 30}),
-    );
-    assert_eq!(sandbox_error(&outcome), "memory_limit");
+    for tool in HOSTILE_RO {
+        let outcome = attack(&ws, tool, json!({"attack": "alloc", "size": 1u64 << 30}));
+        assert_eq!(sandbox_error(&outcome), "memory_limit", "{tool}");
+    }
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{Workspace, bundled, call, hash_tree, hostile};
+use common::{HOSTILE_RO, HOSTILE_RW, Workspace, bundled, call, hash_tree, hostile};
 use serde_json::{Value, json};
 use turngate::effects::journal::{Journal, Retention, UndoError, UndoTarget};
 use turngate::{
@@ -89,6 +89,10 @@ const PUBLIC_ONLY: &str = r#"
     paths = ["public/**"]
     [tools.hostile_rw]
     paths = ["public/**", "drafts/**"]
+    [tools.hostile_ro_p3]
+    paths = ["public/**"]
+    [tools.hostile_rw_p3]
+    paths = ["public/**", "drafts/**"]
 "#;
 
 #[test]
@@ -103,25 +107,27 @@ fn reading_through_a_file_link_is_held_to_where_it_leads() {
         r#"{"path":"public/peek"}"#,
     );
     assert_eq!(gate_step(&outcome), "policy");
-    // The same link opened at run time, through an undeclared field, inside an approved directory.
-    let outcome = call(
-        hostile(),
-        &ws.root,
-        &policy,
-        "hostile_ro",
-        r#"{"attack":"read","path":"public","arg":"public/peek"}"#,
-    );
-    let error = tool_error(&outcome);
-    assert!(!error.contains("private secret"), "{error}");
-    // The control case: the plain file next to it reads.
-    let outcome = call(
-        hostile(),
-        &ws.root,
-        &policy,
-        "hostile_ro",
-        r#"{"attack":"read","path":"public","arg":"public/readme.txt"}"#,
-    );
-    assert_eq!(outcome.result.unwrap(), "ESCAPED read: public\n");
+    for tool in HOSTILE_RO {
+        // The same link opened at run time, through an undeclared field, inside an approved directory.
+        let outcome = call(
+            hostile(),
+            &ws.root,
+            &policy,
+            tool,
+            r#"{"attack":"read","path":"public","arg":"public/peek"}"#,
+        );
+        let error = tool_error(&outcome);
+        assert!(!error.contains("private secret"), "{tool}: {error}");
+        // The control case: the plain file next to it reads.
+        let outcome = call(
+            hostile(),
+            &ws.root,
+            &policy,
+            tool,
+            r#"{"attack":"read","path":"public","arg":"public/readme.txt"}"#,
+        );
+        assert_eq!(outcome.result.unwrap(), "ESCAPED read: public\n", "{tool}");
+    }
 }
 
 #[test]
@@ -162,28 +168,33 @@ fn a_writing_tool_reaches_nothing_it_was_not_approved_for() {
     ws.write("drafts/ok.txt", "ok\n");
     ws.write("private/secret.txt", "private secret\n");
     let before = ws.tree();
-    for attack in ["read", "write", "append"] {
-        let outcome = call(
+    for tool in HOSTILE_RW {
+        for attack in ["read", "write", "append"] {
+            let outcome = call(
+                hostile(),
+                &ws.root,
+                &Policy::allow_all(),
+                tool,
+                &json!({"attack": attack, "path": "drafts/ok.txt", "arg": "private/secret.txt"})
+                    .to_string(),
+            );
+            let error = tool_error(&outcome);
+            assert!(
+                !error.contains("private secret"),
+                "{tool} {attack}: {error}"
+            );
+        }
+        let walked = call(
             hostile(),
             &ws.root,
             &Policy::allow_all(),
-            "hostile_rw",
-            &json!({"attack": attack, "path": "drafts/ok.txt", "arg": "private/secret.txt"})
-                .to_string(),
+            tool,
+            r#"{"attack":"walk","path":"drafts/ok.txt","arg":"."}"#,
         );
-        let error = tool_error(&outcome);
-        assert!(!error.contains("private secret"), "{attack}: {error}");
+        let seen = walked.result.unwrap();
+        assert!(!seen.contains("private"), "{tool}: {seen}");
+        assert!(seen.contains("drafts/ok.txt: ok"), "{tool}: {seen}");
     }
-    let walked = call(
-        hostile(),
-        &ws.root,
-        &Policy::allow_all(),
-        "hostile_rw",
-        r#"{"attack":"walk","path":"drafts/ok.txt","arg":"."}"#,
-    );
-    let seen = walked.result.unwrap();
-    assert!(!seen.contains("private"), "{seen}");
-    assert!(seen.contains("drafts/ok.txt: ok"), "{seen}");
     assert_eq!(ws.tree(), before, "the root is unchanged");
 }
 
@@ -279,41 +290,43 @@ fn a_name_the_call_may_not_see_answers_the_same_whether_it_exists_or_not() {
     with.write("private/secret.txt", "private secret\n");
     with.write(".env", "TOKEN=1\n");
     let before = with.tree();
-    let answer = |ws: &Workspace, attack: &str, arg: &str| {
-        let input = json!({"attack": attack, "path": "drafts/ok.txt", "arg": arg});
-        let outcome = call(
-            hostile(),
-            &ws.root,
-            &Policy::allow_all(),
-            "hostile_rw",
-            &input.to_string(),
-        );
-        match outcome.result {
-            Ok(output) => format!("ok: {output}"),
-            Err(error) => error.to_string(),
-        }
-    };
-    for attack in ["create_new", "mkdir", "rename", "read"] {
-        for hidden in [
-            "private/secret.txt",
-            ".env",
-            "private/secret.txt/x",
-            "private",
-        ] {
-            let (there, missing) = (
-                answer(&with, attack, hidden),
-                answer(&without, attack, hidden),
+    for tool in HOSTILE_RW {
+        let answer = |ws: &Workspace, attack: &str, arg: &str| {
+            let input = json!({"attack": attack, "path": "drafts/ok.txt", "arg": arg});
+            let outcome = call(
+                hostile(),
+                &ws.root,
+                &Policy::allow_all(),
+                tool,
+                &input.to_string(),
             );
-            assert_eq!(there, missing, "{attack} {hidden}");
-            assert!(
-                there.contains("no such file or directory"),
-                "{attack} {hidden}: {there}"
-            );
+            match outcome.result {
+                Ok(output) => format!("ok: {output}"),
+                Err(error) => error.to_string(),
+            }
+        };
+        for attack in ["create_new", "mkdir", "rename", "read"] {
+            for hidden in [
+                "private/secret.txt",
+                ".env",
+                "private/secret.txt/x",
+                "private",
+            ] {
+                let (there, missing) = (
+                    answer(&with, attack, hidden),
+                    answer(&without, attack, hidden),
+                );
+                assert_eq!(there, missing, "{tool} {attack} {hidden}");
+                assert!(
+                    there.contains("no such file or directory"),
+                    "{tool} {attack} {hidden}: {there}"
+                );
+            }
         }
+        // The control: what the call may see still exists for it.
+        assert!(answer(&with, "create_new", "drafts/ok.txt").contains("file exists"));
+        assert!(answer(&with, "mkdir", "drafts").contains("file exists"));
     }
-    // The control: what the call may see still exists for it.
-    assert!(answer(&with, "create_new", "drafts/ok.txt").contains("file exists"));
-    assert!(answer(&with, "mkdir", "drafts").contains("file exists"));
     assert_eq!(with.tree(), before, "nothing changed");
 }
 
@@ -414,25 +427,27 @@ fn a_call_cancelled_while_it_runs_applies_nothing() {
     let ws = Workspace::new();
     ws.write("drafts/one.txt", "one\n");
     let before = ws.tree();
-    let cancel = turngate::Cancel::new();
-    let trigger = cancel.clone();
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(200));
-        trigger.cancel();
-    });
     let policy = Policy::allow_all();
     let effects = Effects::default();
-    let mut context = CallContext::new(&ws.root, &policy, &effects);
-    context.cancel = Some(&cancel);
-    let input = r#"{"attack":"write_all_then_spin","path":"drafts","arg":"drafts/one.txt"}"#;
-    let outcome = runtime().block_on(hostile().call_in(&mut context, "hostile_rw", input));
-    assert!(
-        matches!(outcome.result, Err(CallError::Run(RunError::Cancelled))),
-        "{:?}",
-        outcome.result
-    );
-    assert_eq!(ws.tree(), before);
-    assert!(ws.no_staging_left());
+    for tool in HOSTILE_RW {
+        let cancel = turngate::Cancel::new();
+        let trigger = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            trigger.cancel();
+        });
+        let mut context = CallContext::new(&ws.root, &policy, &effects);
+        context.cancel = Some(&cancel);
+        let input = r#"{"attack":"write_all_then_spin","path":"drafts","arg":"drafts/one.txt"}"#;
+        let outcome = runtime().block_on(hostile().call_in(&mut context, tool, input));
+        assert!(
+            matches!(outcome.result, Err(CallError::Run(RunError::Cancelled))),
+            "{tool}: {:?}",
+            outcome.result
+        );
+        assert_eq!(ws.tree(), before, "{tool}");
+        assert!(ws.no_staging_left(), "{tool}");
+    }
 }
 
 #[test]
@@ -526,64 +541,71 @@ fn deny_beats_every_allow_at_the_gate_and_in_the_view() {
         !found.contains(".env") && !found.contains("server.pem"),
         "{found}"
     );
-    let walked = call(
-        hostile(),
-        &ws.root,
-        &policy,
-        "hostile_ro",
-        r#"{"attack":"walk","arg":"."}"#,
-    )
-    .result
-    .unwrap();
-    assert!(
-        !walked.contains("hunter2\n") && !walked.contains(".env"),
-        "{walked}"
-    );
-    assert!(
-        walked.contains("keys/"),
-        "the directory itself is not denied: {walked}"
-    );
+    for tool in HOSTILE_RO {
+        let walked = call(
+            hostile(),
+            &ws.root,
+            &policy,
+            tool,
+            r#"{"attack":"walk","arg":"."}"#,
+        )
+        .result
+        .unwrap();
+        assert!(
+            !walked.contains("hunter2\n") && !walked.contains(".env"),
+            "{tool}: {walked}"
+        );
+        assert!(
+            walked.contains("keys/"),
+            "{tool}: the directory itself is not denied: {walked}"
+        );
+    }
 }
 
 #[test]
 fn a_call_that_traps_or_times_out_half_way_applies_nothing() {
-    for attack in ["write_all_then_panic", "write_all_then_spin"] {
+    for tool in HOSTILE_RW {
+        for attack in ["write_all_then_panic", "write_all_then_spin"] {
+            let ws = Workspace::new();
+            ws.write("drafts/one.txt", "one\n");
+            let before = ws.tree();
+            let outcome = call_within_watchdog(
+                hostile(),
+                &ws.root_path(),
+                Policy::allow_all(),
+                tool,
+                json!({"attack": attack, "path": "drafts", "arg": "drafts/one.txt,drafts/two.txt"}),
+            );
+            assert!(
+                matches!(
+                    outcome.result,
+                    Err(CallError::Run(
+                        RunError::Trap { .. } | RunError::Timeout { .. }
+                    ))
+                ),
+                "{tool} {attack}: {:?}",
+                outcome.result
+            );
+            assert_eq!(ws.tree(), before, "{tool} {attack}: nothing applied");
+            assert!(
+                ws.no_staging_left(),
+                "{tool} {attack}: no temporary files left"
+            );
+        }
+        // The control case: the same writes from a call that returns do apply, both of them.
         let ws = Workspace::new();
         ws.write("drafts/one.txt", "one\n");
-        let before = ws.tree();
-        let outcome = call_within_watchdog(
+        let outcome = call(
             hostile(),
-            &ws.root_path(),
-            Policy::allow_all(),
-            "hostile_rw",
-            json!({"attack": attack, "path": "drafts", "arg": "drafts/one.txt,drafts/two.txt"}),
+            &ws.root,
+            &Policy::allow_all(),
+            tool,
+            r#"{"attack":"write_all","path":"drafts","arg":"drafts/one.txt,drafts/two.txt"}"#,
         );
-        assert!(
-            matches!(
-                outcome.result,
-                Err(CallError::Run(
-                    RunError::Trap { .. } | RunError::Timeout { .. }
-                ))
-            ),
-            "{attack}: {:?}",
-            outcome.result
-        );
-        assert_eq!(ws.tree(), before, "{attack}: nothing applied");
-        assert!(ws.no_staging_left(), "{attack}: no temporary files left");
+        assert!(outcome.result.is_ok(), "{tool}: {:?}", outcome.result);
+        assert_eq!(ws.read("drafts/one.txt"), "PWNED", "{tool}");
+        assert_eq!(ws.read("drafts/two.txt"), "PWNED", "{tool}");
     }
-    // The control case: the same writes from a call that returns do apply, both of them.
-    let ws = Workspace::new();
-    ws.write("drafts/one.txt", "one\n");
-    let outcome = call(
-        hostile(),
-        &ws.root,
-        &Policy::allow_all(),
-        "hostile_rw",
-        r#"{"attack":"write_all","path":"drafts","arg":"drafts/one.txt,drafts/two.txt"}"#,
-    );
-    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
-    assert_eq!(ws.read("drafts/one.txt"), "PWNED");
-    assert_eq!(ws.read("drafts/two.txt"), "PWNED");
 }
 
 /// An approver that runs `action` on the root while it reviews, then answers `answer`.
@@ -849,26 +871,29 @@ fn the_journal_is_invisible_to_tools() {
         r#"{"path":".turngate/journal.jsonl"}"#,
     );
     assert_eq!(gate_step(&outcome), "path");
-    for attack in ["read", "write"] {
-        let outcome = call(
+    for (rw, ro) in HOSTILE_RW.into_iter().zip(HOSTILE_RO) {
+        for attack in ["read", "write"] {
+            let outcome = call(
+                hostile(),
+                &ws.root,
+                &Policy::allow_all(),
+                rw,
+                &json!({"attack": attack, "path": ".", "arg": ".turngate/journal.jsonl"})
+                    .to_string(),
+            );
+            tool_error(&outcome);
+        }
+        let walked = call(
             hostile(),
             &ws.root,
             &Policy::allow_all(),
-            "hostile_rw",
-            &json!({"attack": attack, "path": ".", "arg": ".turngate/journal.jsonl"}).to_string(),
-        );
-        tool_error(&outcome);
+            ro,
+            r#"{"attack":"walk","arg":"."}"#,
+        )
+        .result
+        .unwrap();
+        assert!(!walked.contains(".turngate"), "{ro}: {walked}");
     }
-    let walked = call(
-        hostile(),
-        &ws.root,
-        &Policy::allow_all(),
-        "hostile_ro",
-        r#"{"attack":"walk","arg":"."}"#,
-    )
-    .result
-    .unwrap();
-    assert!(!walked.contains(".turngate"), "{walked}");
 }
 
 #[test]

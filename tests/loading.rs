@@ -126,8 +126,7 @@ fn component_importing(names: &[&str]) -> Vec<u8> {
 
 /// A component that imports WASI 0.3 must export the `async-tool` world's `call` (a synchronous `call`
 /// cannot wait on 0.3's imports), and may import only the 0.3 interfaces the sandbox serves: sockets,
-/// time zones, release candidates (which no host links) and, until the view serves it, 0.3's
-/// filesystem are refused by name. A 0.2 component of the same shape is refused only because it is
+/// time zones and release candidates (which no host links) are refused by name. A 0.2 component of the same shape is refused only because it is
 /// not a tool.
 #[test]
 fn wasi_0_3_components_are_held_to_the_async_world_and_the_0_3_imports_granted() {
@@ -145,7 +144,6 @@ fn wasi_0_3_components_are_held_to_the_async_world_and_the_0_3_imports_granted()
         "wasi:sockets/types@0.3.0",
         "wasi:clocks/timezone@0.3.0",
         "wasi:cli/stdout@0.3.0-rc-2025-09-16",
-        "wasi:filesystem/types@0.3.0",
     ] {
         let bytes = component_importing(&["wasi:cli/stdout@0.3.0", name]);
         assert_refused(

@@ -57,10 +57,21 @@ pub fn hostile() -> &'static Toolbox {
                 .component_file(env!("TURNGATE_TEST_GUEST_HOSTILE_RW"))
                 .unwrap()
                 .component_file(env!("TURNGATE_TEST_GUEST_HOSTILE_RO"))
+                .unwrap()
+                .component_file(env!("TURNGATE_TEST_GUEST_HOSTILE_RW_P3"))
+                .unwrap()
+                .component_file(env!("TURNGATE_TEST_GUEST_HOSTILE_RO_P3"))
                 .unwrap(),
         )
     })
 }
+
+/// The hostile guest that declares `write` access, in each WASI generation: `hostile_rw` (0.2) and its
+/// twin `hostile_rw_p3`, which makes the same attacks through `wasi:filesystem@0.3.0`.
+pub const HOSTILE_RW: [&str; 2] = ["hostile_rw", "hostile_rw_p3"];
+
+/// The hostile guest that declares `read` access, in each WASI generation.
+pub const HOSTILE_RO: [&str; 2] = ["hostile_ro", "hostile_ro_p3"];
 
 /// Runs one call on a fresh current-thread runtime.
 pub fn call(

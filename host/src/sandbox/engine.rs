@@ -73,7 +73,7 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasi::add_to_linker(&mut linker, CallState::filesystem)?;
         if edition == Edition::Wasi03 {
-            wasi::add_0_3_to_linker(&mut linker)?;
+            wasi::add_0_3_to_linker(&mut linker, CallState::filesystem)?;
         }
         let cache = cache_dir.map(|dir| PrecompiledCache::new(dir.clone(), &engine));
         Ok(Runtime {

@@ -3,8 +3,8 @@
 //! `Sandbox` owns the process's wasmtime engines (`engine.rs`: one for tools built for WASI 0.2, and
 //! one for tools built for 0.3, made when the first is prepared; each a pooling or an on-demand instance
 //! allocator, see [`Instances`]; epoch interruption, see `Sandbox::run` and `Sandbox::describe`), their
-//! linkers holding the WASI interfaces tools may import (`wasi.rs`: no sockets; `filesystem.rs`:
-//! `wasi:filesystem` over the call's view), and the precompiled-component cache.
+//! linkers holding the WASI interfaces tools may import (`wasi.rs`: no sockets; `filesystem/`:
+//! `wasi:filesystem` of both generations over the call's view), and the precompiled-component cache.
 //! `Sandbox::prepare` turns component bytes into a `Prepared` tool (an `InstancePre` of the tool world
 //! on the engine its edition needs, `edition.rs`; refused if it imports anything the sandbox does not
 //! grant); `Sandbox::run` instantiates it in a new

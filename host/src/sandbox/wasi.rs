@@ -4,13 +4,13 @@
 //! `wasi:filesystem` and `wasi:random`; components that import `wasi:http` (types and outgoing-handler)
 //! get it too, in a linker of their own, with every request checked by the call's network hooks. Tools
 //! built for WASI 0.3 get all of that (their toolchains' standard libraries still import 0.2) plus 0.3's
-//! `wasi:cli`, `wasi:clocks` (no time zones) and `wasi:random`, and `wasi:http`'s types and client
-//! through the same hooks. `wasi:sockets` is deliberately not linked in either generation (unlike
+//! `wasi:cli`, `wasi:clocks` (no time zones), `wasi:filesystem` and `wasi:random`, and `wasi:http`'s
+//! types and client through the same hooks. `wasi:sockets` is deliberately not linked in either generation (unlike
 //! `wasmtime_wasi::p2::add_to_linker_async`), so a component that imports it is refused when it is
 //! loaded, with the imports named, rather than denied one address at a time at run time; so is any 0.3
 //! interface not listed here, and 0.3's release candidates, which no host serves. `wasi:filesystem` is
-//! turngate's own implementation over the call's view (`filesystem.rs`), not wasmtime-wasi's over a
-//! host directory.
+//! turngate's own implementation over the call's view (`filesystem/`, both generations), not
+//! wasmtime-wasi's over a host directory.
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime_wasi::WasiView;
@@ -20,7 +20,7 @@ use wasmtime_wasi::p2::bindings::{cli, clocks, random};
 use wasmtime_wasi::random::WasiRandom;
 use wasmtime_wasi_io::bindings::wasi::io;
 
-use super::bindings::view;
+use super::bindings::{view, view_0_3};
 use super::edition::is_wasi_0_3;
 use super::filesystem::{ViewCtx, ViewFilesystem};
 
@@ -43,6 +43,7 @@ const GRANTED_0_3: &[&str] = &[
     "wasi:clocks/types@",
     "wasi:clocks/monotonic-clock@",
     "wasi:clocks/system-clock@",
+    "wasi:filesystem/",
     "wasi:random/",
     "wasi:http/types@",
     "wasi:http/client@",
@@ -119,9 +120,15 @@ pub(crate) fn add_to_linker<T: WasiView>(
 }
 
 /// Links the WASI 0.3 interfaces granted beside the 0.2 ones ([`add_to_linker`]), for components built
-/// for 0.3: `wasi:cli`, `wasi:clocks` and `wasi:random`, over the same `WasiCtx` as 0.2's.
-pub(crate) fn add_0_3_to_linker<T: WasiView + 'static>(l: &mut Linker<T>) -> wasmtime::Result<()> {
+/// for 0.3: `wasi:cli`, `wasi:clocks` and `wasi:random` over the same `WasiCtx` as 0.2's, and
+/// `wasi:filesystem` over the same view.
+pub(crate) fn add_0_3_to_linker<T: WasiView + 'static>(
+    l: &mut Linker<T>,
+    filesystem: fn(&mut T) -> ViewCtx<'_>,
+) -> wasmtime::Result<()> {
     wasmtime_wasi::p3::cli::add_to_linker(l)?;
     wasmtime_wasi::p3::clocks::add_to_linker(l)?;
-    wasmtime_wasi::p3::random::add_to_linker(l)
+    wasmtime_wasi::p3::random::add_to_linker(l)?;
+    view_0_3::wasi::filesystem::types::add_to_linker::<T, ViewFilesystem>(l, filesystem)?;
+    view_0_3::wasi::filesystem::preopens::add_to_linker::<T, ViewFilesystem>(l, filesystem)
 }

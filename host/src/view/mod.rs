@@ -22,7 +22,7 @@
 //! * the name the tool used, every symlink it went through and the location it reached are each held
 //!   to the policy; FIFOs, sockets and devices are never opened; turngate's state directory is invisible.
 //!
-//! The WASI adapter over this view is `sandbox/filesystem.rs`; nothing here knows about wasmtime.
+//! The WASI adapters over this view are in `sandbox/filesystem/`; nothing here knows about wasmtime.
 
 pub(crate) mod staging;
 

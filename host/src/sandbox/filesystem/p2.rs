@@ -1,32 +1,26 @@
-//! `wasi:filesystem` for tools, implemented over the call's [`CallView`] instead of a host directory.
-//!
-//! This is the one place where a tool's filesystem requests cross into the host: each `descriptor`
-//! resource is a location of the view (a directory) or a file the view opened, and every path-taking
-//! function goes through the view, which resolves, authorizes and stages it. A tool with no path
-//! parameters gets no preopened directory at all. File reads and writes are positioned `pread`/`pwrite`
-//! calls on regular files (the view never opens anything else), so no host call here can block. The
-//! bindings are generated in `bindings.rs` from `host/wit/`.
+//! `wasi:filesystem@0.2` over the view: the 0.2 bindings' types translated to and from the operations
+//! in `mod.rs`, plus 0.2's own `input-stream`, `output-stream` and `directory-entry-stream`.
 
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
-use wasmtime::component::{HasData, Resource, ResourceTable};
+use wasmtime::component::Resource;
 use wasmtime_wasi_io::streams::{
     DynInputStream, DynOutputStream, InputStream, OutputStream, StreamError, StreamResult,
 };
 
-use super::bindings::view::wasi::clocks::wall_clock::Datetime;
-use super::bindings::view::wasi::filesystem::types::{
+use super::{Descriptor, Failure, NewTime, ViewCtx, metadata_hash, read_at, write_staged};
+use crate::resolve::EntryKind;
+use crate::sandbox::bindings::view::wasi::clocks::wall_clock::Datetime;
+use crate::sandbox::bindings::view::wasi::filesystem::types::{
     DescriptorFlags, DescriptorStat, DescriptorType, DirectoryEntry, ErrorCode, MetadataHashValue,
     NewTimestamp, OpenFlags, PathFlags,
 };
-use super::bindings::view::wasi::filesystem::{preopens, types};
-use crate::resolve::{EntryKind, RelPath};
+use crate::sandbox::bindings::view::wasi::filesystem::{preopens, types};
 use crate::view::staging::Staged;
-use crate::view::{CallView, OpenRequest, Opened, Stat, ViewError, ViewFile};
+use crate::view::{OpenRequest, Stat, ViewError};
 
 /// The error type of the generated bindings: an `error-code` for the guest, or a trap.
 pub(crate) type FsError = wasmtime_wasi::TrappableError<ErrorCode>;
@@ -37,30 +31,8 @@ const MAX_CHUNK: usize = 64 * 1024;
 /// Least a stream reads from a file at once (see `FileInput`).
 const READ_AHEAD: usize = 16 * 1024;
 
-/// A `descriptor` resource.
-pub enum Descriptor {
-    /// A directory of the view.
-    Dir(RelPath),
-    /// An open file.
-    File(ViewFile),
-}
-
 /// A `directory-entry-stream` resource: the entries the view showed when the directory was read.
 pub struct DirectoryEntries(std::vec::IntoIter<(String, EntryKind)>);
-
-/// What the filesystem host functions reach: the resource table and the call's view (`None` when the
-/// tool has no filesystem).
-pub(crate) struct ViewCtx<'a> {
-    pub(crate) table: &'a mut ResourceTable,
-    pub(crate) view: Option<&'a mut CallView>,
-}
-
-/// Marker for `add_to_linker`.
-pub(crate) struct ViewFilesystem;
-
-impl HasData for ViewFilesystem {
-    type Data<'a> = ViewCtx<'a>;
-}
 
 impl From<ViewError> for ErrorCode {
     fn from(error: ViewError) -> ErrorCode {
@@ -84,59 +56,14 @@ impl From<ViewError> for ErrorCode {
     }
 }
 
-impl From<ViewError> for FsError {
-    fn from(error: ViewError) -> FsError {
-        ErrorCode::from(error).into()
-    }
-}
-
-fn io_error(error: io::Error) -> FsError {
-    ErrorCode::from(ViewError::from(error)).into()
-}
-
-impl ViewCtx<'_> {
-    fn view(&mut self) -> Result<&mut CallView, FsError> {
-        // Without a view there are no descriptors, so a guest cannot get here; answer as POSIX would.
-        self.view
-            .as_deref_mut()
-            .ok_or_else(|| ErrorCode::BadDescriptor.into())
-    }
-
-    fn dir(&self, fd: &Resource<Descriptor>) -> Result<RelPath, FsError> {
-        match self.table.get(fd).map_err(FsError::trap)? {
-            Descriptor::Dir(location) => Ok(location.clone()),
-            Descriptor::File(_) => Err(ErrorCode::NotDirectory.into()),
+impl From<Failure> for FsError {
+    fn from(failure: Failure) -> FsError {
+        match failure {
+            Failure::View(error) => ErrorCode::from(error).into(),
+            Failure::BadDescriptor => ErrorCode::BadDescriptor.into(),
+            Failure::Overflow => ErrorCode::Overflow.into(),
+            Failure::Trap(error) => FsError::trap(error),
         }
-    }
-
-    fn file(&self, fd: &Resource<Descriptor>) -> Result<ViewFile, FsError> {
-        match self.table.get(fd).map_err(FsError::trap)? {
-            Descriptor::File(file) => Ok(file.clone()),
-            Descriptor::Dir(_) => Err(ErrorCode::IsDirectory.into()),
-        }
-    }
-
-    fn writable_file(&self, fd: &Resource<Descriptor>) -> Result<(ViewFile, Staged), FsError> {
-        let file = self.file(fd)?;
-        match (&file.staged, file.write) {
-            (Some(staged), true) => {
-                let staged = staged.clone();
-                Ok((file, staged))
-            }
-            _ => Err(ErrorCode::BadDescriptor.into()),
-        }
-    }
-
-    fn stat(&mut self, fd: &Resource<Descriptor>) -> Result<Stat, FsError> {
-        let location = match self.table.get(fd).map_err(FsError::trap)? {
-            Descriptor::Dir(location) => location.clone(),
-            Descriptor::File(file) => {
-                let metadata = cap_std::fs::Metadata::from_file(&file.file).map_err(io_error)?;
-                let entry = crate::resolve::Entry::from_metadata(&metadata);
-                return Ok(Stat::of(&entry));
-            }
-        };
-        Ok(self.view()?.stat_location(&location)?)
     }
 }
 
@@ -175,46 +102,45 @@ fn descriptor_stat(stat: Stat) -> DescriptorStat {
     }
 }
 
-fn metadata_hash(stat: &Stat) -> MetadataHashValue {
-    let (dev, ino) = stat.object;
-    MetadataHashValue {
-        lower: ino ^ dev.rotate_left(32),
-        upper: dev ^ ino.rotate_left(17),
-    }
+fn hash_value(stat: &Stat) -> MetadataHashValue {
+    let (lower, upper) = metadata_hash(stat);
+    MetadataHashValue { lower, upper }
 }
 
-fn file_times(atime: NewTimestamp, mtime: NewTimestamp) -> Result<std::fs::FileTimes, FsError> {
-    fn when(stamp: NewTimestamp) -> Result<Option<SystemTime>, FsError> {
-        match stamp {
-            NewTimestamp::NoChange => Ok(None),
-            NewTimestamp::Now => Ok(Some(SystemTime::now())),
-            NewTimestamp::Timestamp(t) => SystemTime::UNIX_EPOCH
-                .checked_add(Duration::new(t.seconds, t.nanoseconds.min(999_999_999)))
-                .map(Some)
-                .ok_or_else(|| ErrorCode::Overflow.into()),
-        }
+fn new_time(stamp: NewTimestamp) -> Result<NewTime, Failure> {
+    match stamp {
+        NewTimestamp::NoChange => Ok(None),
+        NewTimestamp::Now => Ok(Some(SystemTime::now())),
+        NewTimestamp::Timestamp(t) => SystemTime::UNIX_EPOCH
+            .checked_add(Duration::new(t.seconds, t.nanoseconds.min(999_999_999)))
+            .map(Some)
+            .ok_or(Failure::Overflow),
     }
-    let mut times = std::fs::FileTimes::new();
-    if let Some(at) = when(atime)? {
-        times = times.set_accessed(at);
-    }
-    if let Some(at) = when(mtime)? {
-        times = times.set_modified(at);
-    }
-    Ok(times)
 }
 
 fn follows(flags: PathFlags) -> bool {
     flags.contains(PathFlags::SYMLINK_FOLLOW)
 }
 
+fn open_request(
+    path_flags: PathFlags,
+    open_flags: OpenFlags,
+    flags: DescriptorFlags,
+) -> OpenRequest {
+    OpenRequest {
+        follow: follows(path_flags),
+        create: open_flags.contains(OpenFlags::CREATE),
+        directory: open_flags.contains(OpenFlags::DIRECTORY),
+        exclusive: open_flags.contains(OpenFlags::EXCLUSIVE),
+        truncate: open_flags.contains(OpenFlags::TRUNCATE),
+        read: flags.contains(DescriptorFlags::READ),
+        write: flags.contains(DescriptorFlags::WRITE),
+    }
+}
+
 impl preopens::Host for ViewCtx<'_> {
     fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
-        if self.view.is_none() {
-            return Ok(Vec::new());
-        }
-        let root = self.table.push(Descriptor::Dir(RelPath::root()))?;
-        Ok(vec![(root, "/".to_owned())])
+        self.preopens()
     }
 }
 
@@ -240,10 +166,7 @@ impl types::HostDescriptor for ViewCtx<'_> {
         fd: Resource<Descriptor>,
         offset: u64,
     ) -> Result<Resource<DynInputStream>, FsError> {
-        let file = self.file(&fd)?;
-        if !file.read {
-            return Err(ErrorCode::BadDescriptor.into());
-        }
+        let file = self.readable_file(&fd)?;
         let stream: DynInputStream = Box::new(FileInput::new(file.file, offset));
         self.table.push(stream).map_err(FsError::trap)
     }
@@ -282,7 +205,8 @@ impl types::HostDescriptor for ViewCtx<'_> {
         _length: u64,
         _advice: types::Advice,
     ) -> Result<(), FsError> {
-        self.file(&fd).map(|_| ())
+        self.file(&fd)?;
+        Ok(())
     }
 
     fn sync_data(&mut self, fd: Resource<Descriptor>) -> Result<(), FsError> {
@@ -290,41 +214,26 @@ impl types::HostDescriptor for ViewCtx<'_> {
     }
 
     fn get_flags(&mut self, fd: Resource<Descriptor>) -> Result<DescriptorFlags, FsError> {
-        match self.table.get(&fd).map_err(FsError::trap)? {
-            Descriptor::Dir(_) => {
-                let writable = self.view.as_deref().is_some_and(CallView::is_writable);
-                Ok(if writable {
-                    DescriptorFlags::READ | DescriptorFlags::MUTATE_DIRECTORY
-                } else {
-                    DescriptorFlags::READ
-                })
-            }
-            Descriptor::File(file) => {
-                let mut flags = DescriptorFlags::empty();
-                if file.read {
-                    flags |= DescriptorFlags::READ;
-                }
-                if file.write {
-                    flags |= DescriptorFlags::WRITE;
-                }
-                Ok(flags)
+        let flags = self.flags(&fd)?;
+        let mut bits = DescriptorFlags::empty();
+        for (set, bit) in [
+            (flags.read, DescriptorFlags::READ),
+            (flags.write, DescriptorFlags::WRITE),
+            (flags.mutate_directory, DescriptorFlags::MUTATE_DIRECTORY),
+        ] {
+            if set {
+                bits |= bit;
             }
         }
+        Ok(bits)
     }
 
     fn get_type(&mut self, fd: Resource<Descriptor>) -> Result<DescriptorType, FsError> {
-        Ok(match self.table.get(&fd).map_err(FsError::trap)? {
-            Descriptor::Dir(_) => DescriptorType::Directory,
-            Descriptor::File(_) => DescriptorType::RegularFile,
-        })
+        Ok(descriptor_type(self.kind(&fd)?))
     }
 
     fn set_size(&mut self, fd: Resource<Descriptor>, size: u64) -> Result<(), FsError> {
-        let (file, staged) = self.writable_file(&fd)?;
-        if !staged.reserve(size) {
-            return Err(ErrorCode::InsufficientSpace.into());
-        }
-        file.file.set_len(size).map_err(io_error)
+        Ok(ViewCtx::set_size(self, &fd, size)?)
     }
 
     fn set_times(
@@ -333,14 +242,8 @@ impl types::HostDescriptor for ViewCtx<'_> {
         atime: NewTimestamp,
         mtime: NewTimestamp,
     ) -> Result<(), FsError> {
-        let times = file_times(atime, mtime)?;
-        match self.table.get(&fd).map_err(FsError::trap)? {
-            Descriptor::File(file) if file.staged.is_some() && file.write => {
-                file.file.set_times(times).map_err(io_error)
-            }
-            Descriptor::File(_) => Err(ErrorCode::BadDescriptor.into()),
-            Descriptor::Dir(_) => Err(ErrorCode::NotPermitted.into()),
-        }
+        let (atime, mtime) = (new_time(atime)?, new_time(mtime)?);
+        Ok(ViewCtx::set_times(self, &fd, atime, mtime)?)
     }
 
     fn read(
@@ -349,12 +252,9 @@ impl types::HostDescriptor for ViewCtx<'_> {
         length: u64,
         offset: u64,
     ) -> Result<(Vec<u8>, bool), FsError> {
-        let file = self.file(&fd)?;
-        if !file.read {
-            return Err(ErrorCode::BadDescriptor.into());
-        }
+        let file = self.readable_file(&fd)?;
         let mut buffer = vec![0; usize::try_from(length).unwrap_or(MAX_CHUNK).min(MAX_CHUNK)];
-        let n = read_at(&file.file, &mut buffer, offset).map_err(io_error)?;
+        let n = read_at(&file.file, &mut buffer, offset).map_err(Failure::from)?;
         buffer.truncate(n);
         Ok((buffer, n == 0 && length > 0))
     }
@@ -366,11 +266,7 @@ impl types::HostDescriptor for ViewCtx<'_> {
         offset: u64,
     ) -> Result<u64, FsError> {
         let (file, staged) = self.writable_file(&fd)?;
-        let end = offset.saturating_add(buffer.len() as u64);
-        if !staged.reserve(end) {
-            return Err(ErrorCode::InsufficientSpace.into());
-        }
-        file.file.write_all_at(&buffer, offset).map_err(io_error)?;
+        write_staged(&file.file, &staged, &buffer, Some(offset)).map_err(Failure::from)?;
         Ok(buffer.len() as u64)
     }
 
@@ -378,8 +274,7 @@ impl types::HostDescriptor for ViewCtx<'_> {
         &mut self,
         fd: Resource<Descriptor>,
     ) -> Result<Resource<DirectoryEntries>, FsError> {
-        let location = self.dir(&fd)?;
-        let entries = self.view()?.read_dir(&location)?;
+        let entries = ViewCtx::read_directory(self, &fd)?;
         self.table
             .push(DirectoryEntries(entries.into_iter()))
             .map_err(FsError::trap)
@@ -388,8 +283,7 @@ impl types::HostDescriptor for ViewCtx<'_> {
     fn sync(&mut self, fd: Resource<Descriptor>) -> Result<(), FsError> {
         // The lower layer is never written; a staged file (or a directory that exists only in the view)
         // reaches the disk when the journal applies it, which makes it durable before anyone can see it.
-        self.table.get(&fd).map_err(FsError::trap)?;
-        Ok(())
+        Ok(self.descriptor(&fd)?)
     }
 
     fn create_directory_at(
@@ -397,8 +291,7 @@ impl types::HostDescriptor for ViewCtx<'_> {
         fd: Resource<Descriptor>,
         path: String,
     ) -> Result<(), FsError> {
-        let base = self.dir(&fd)?;
-        Ok(self.view()?.create_dir(&base, &path)?)
+        Ok(ViewCtx::create_directory_at(self, &fd, &path)?)
     }
 
     fn stat(&mut self, fd: Resource<Descriptor>) -> Result<DescriptorStat, FsError> {
@@ -411,8 +304,7 @@ impl types::HostDescriptor for ViewCtx<'_> {
         path_flags: PathFlags,
         path: String,
     ) -> Result<DescriptorStat, FsError> {
-        let base = self.dir(&fd)?;
-        let stat = self.view()?.stat_at(&base, &path, follows(path_flags))?;
+        let stat = ViewCtx::stat_at(self, &fd, follows(path_flags), &path)?;
         Ok(descriptor_stat(stat))
     }
 
@@ -424,11 +316,14 @@ impl types::HostDescriptor for ViewCtx<'_> {
         atime: NewTimestamp,
         mtime: NewTimestamp,
     ) -> Result<(), FsError> {
-        let base = self.dir(&fd)?;
-        let times = file_times(atime, mtime)?;
-        Ok(self
-            .view()?
-            .set_times_at(&base, &path, follows(path_flags), times)?)
+        let times = (new_time(atime)?, new_time(mtime)?);
+        Ok(ViewCtx::set_times_at(
+            self,
+            &fd,
+            follows(path_flags),
+            &path,
+            times,
+        )?)
     }
 
     fn link_at(
@@ -439,9 +334,7 @@ impl types::HostDescriptor for ViewCtx<'_> {
         _new_descriptor: Resource<Descriptor>,
         _new_path: String,
     ) -> Result<(), FsError> {
-        // A hard link would let an effect reach a file the approval never named.
-        self.dir(&fd)?;
-        Err(ErrorCode::NotPermitted.into())
+        Ok(ViewCtx::link_at(self, &fd)?)
     }
 
     fn open_at(
@@ -452,26 +345,12 @@ impl types::HostDescriptor for ViewCtx<'_> {
         open_flags: OpenFlags,
         flags: DescriptorFlags,
     ) -> Result<Resource<Descriptor>, FsError> {
-        let base = self.dir(&fd)?;
-        let request = OpenRequest {
-            follow: follows(path_flags),
-            create: open_flags.contains(OpenFlags::CREATE),
-            directory: open_flags.contains(OpenFlags::DIRECTORY),
-            exclusive: open_flags.contains(OpenFlags::EXCLUSIVE),
-            truncate: open_flags.contains(OpenFlags::TRUNCATE),
-            read: flags.contains(DescriptorFlags::READ),
-            write: flags.contains(DescriptorFlags::WRITE),
-        };
-        let descriptor = match self.view()?.open(&base, &path, request)? {
-            Opened::Dir(location) => Descriptor::Dir(location),
-            Opened::File(file) => Descriptor::File(file),
-        };
-        self.table.push(descriptor).map_err(FsError::trap)
+        let request = open_request(path_flags, open_flags, flags);
+        Ok(ViewCtx::open_at(self, &fd, &path, request)?)
     }
 
     fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> Result<String, FsError> {
-        let base = self.dir(&fd)?;
-        Ok(self.view()?.read_link(&base, &path)?)
+        Ok(ViewCtx::readlink_at(self, &fd, &path)?)
     }
 
     fn remove_directory_at(
@@ -479,8 +358,7 @@ impl types::HostDescriptor for ViewCtx<'_> {
         fd: Resource<Descriptor>,
         path: String,
     ) -> Result<(), FsError> {
-        let base = self.dir(&fd)?;
-        Ok(self.view()?.remove_dir(&base, &path)?)
+        Ok(ViewCtx::remove_directory_at(self, &fd, &path)?)
     }
 
     fn rename_at(
@@ -490,11 +368,13 @@ impl types::HostDescriptor for ViewCtx<'_> {
         new_descriptor: Resource<Descriptor>,
         new_path: String,
     ) -> Result<(), FsError> {
-        let old_base = self.dir(&fd)?;
-        let new_base = self.dir(&new_descriptor)?;
-        Ok(self
-            .view()?
-            .rename(&old_base, &old_path, &new_base, &new_path)?)
+        Ok(ViewCtx::rename_at(
+            self,
+            &fd,
+            &old_path,
+            &new_descriptor,
+            &new_path,
+        )?)
     }
 
     fn symlink_at(
@@ -503,14 +383,11 @@ impl types::HostDescriptor for ViewCtx<'_> {
         _old_path: String,
         _new_path: String,
     ) -> Result<(), FsError> {
-        // A symlink made by a tool could point anywhere once applied; the view makes none.
-        self.dir(&fd)?;
-        Err(ErrorCode::NotPermitted.into())
+        Ok(ViewCtx::symlink_at(self, &fd)?)
     }
 
     fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> Result<(), FsError> {
-        let base = self.dir(&fd)?;
-        Ok(self.view()?.unlink(&base, &path)?)
+        Ok(ViewCtx::unlink_file_at(self, &fd, &path)?)
     }
 
     fn is_same_object(
@@ -518,30 +395,11 @@ impl types::HostDescriptor for ViewCtx<'_> {
         a: Resource<Descriptor>,
         b: Resource<Descriptor>,
     ) -> wasmtime::Result<bool> {
-        let same = match (self.table.get(&a)?, self.table.get(&b)?) {
-            (Descriptor::Dir(x), Descriptor::Dir(y)) => x == y,
-            (Descriptor::File(x), Descriptor::File(y)) => {
-                Arc::ptr_eq(&x.file, &y.file) || {
-                    let (x, y) = (
-                        cap_std::fs::Metadata::from_file(&x.file),
-                        cap_std::fs::Metadata::from_file(&y.file),
-                    );
-                    match (x, y) {
-                        (Ok(x), Ok(y)) => {
-                            use cap_std::fs::MetadataExt;
-                            x.dev() == y.dev() && x.ino() == y.ino()
-                        }
-                        _ => false,
-                    }
-                }
-            }
-            _ => false,
-        };
-        Ok(same)
+        ViewCtx::is_same_object(self, &a, &b)
     }
 
     fn metadata_hash(&mut self, fd: Resource<Descriptor>) -> Result<MetadataHashValue, FsError> {
-        Ok(metadata_hash(&ViewCtx::stat(self, &fd)?))
+        Ok(hash_value(&ViewCtx::stat(self, &fd)?))
     }
 
     fn metadata_hash_at(
@@ -550,14 +408,12 @@ impl types::HostDescriptor for ViewCtx<'_> {
         path_flags: PathFlags,
         path: String,
     ) -> Result<MetadataHashValue, FsError> {
-        let base = self.dir(&fd)?;
-        let stat = self.view()?.stat_at(&base, &path, follows(path_flags))?;
-        Ok(metadata_hash(&stat))
+        let stat = ViewCtx::stat_at(self, &fd, follows(path_flags), &path)?;
+        Ok(hash_value(&stat))
     }
 
     fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
-        self.table.delete(fd)?;
-        Ok(())
+        self.drop_descriptor(fd)
     }
 }
 
@@ -576,16 +432,6 @@ impl types::HostDirectoryEntryStream for ViewCtx<'_> {
     fn drop(&mut self, stream: Resource<DirectoryEntries>) -> wasmtime::Result<()> {
         self.table.delete(stream)?;
         Ok(())
-    }
-}
-
-/// `pread`, retried when interrupted.
-fn read_at(file: &std::fs::File, buffer: &mut [u8], offset: u64) -> io::Result<usize> {
-    loop {
-        match file.read_at(buffer, offset) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            other => return other,
-        }
     }
 }
 
@@ -649,16 +495,8 @@ impl wasmtime_wasi_io::poll::Pollable for FileOutput {
 
 impl OutputStream for FileOutput {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
-        let failed = |e: io::Error| StreamError::LastOperationFailed(e.into());
-        let at = match self.position {
-            Some(at) => at,
-            None => self.file.metadata().map_err(failed)?.len(),
-        };
-        let end = at.saturating_add(bytes.len() as u64);
-        if !self.staged.reserve(end) {
-            return Err(failed(io::Error::from(io::ErrorKind::StorageFull)));
-        }
-        self.file.write_all_at(&bytes, at).map_err(failed)?;
+        let end = write_staged(&self.file, &self.staged, &bytes, self.position)
+            .map_err(|e| StreamError::LastOperationFailed(e.into()))?;
         if let Some(position) = &mut self.position {
             *position = end;
         }
