@@ -286,6 +286,25 @@ async fn attack(input: &Input) -> Result<String, ToolError> {
             let block = std::hint::black_box(vec![1u8; size]);
             Ok(format!("allocated {} bytes", block.len()))
         }
+        // `size` bytes (10 MB by default) to stdout through `wasi:cli/stdout@0.3.0`.
+        "print" => {
+            let size = usize::try_from(input.size.unwrap_or(10_000_000))
+                .map_err(|_| ToolError::InvalidInput("size does not fit in memory".into()))?;
+            let (mut writer, reader) = wasip3::wit_stream::new::<u8>();
+            let done = wasip3::cli::stdout::write_via_stream(reader);
+            let mut left = size;
+            while left > 0 {
+                let n = left.min(64 * 1024);
+                if !writer.write_all(vec![b'x'; n]).await.is_empty() {
+                    break;
+                }
+                left -= n;
+            }
+            drop(writer);
+            done.await.map_err(|e| ToolError::Failed(format!("stdout: {e:?}")))?;
+            Ok(format!("printed {size} bytes"))
+        }
+        "big_result" => Ok("x".repeat(usize::try_from(input.size.unwrap_or(10_000_000)).unwrap_or(0))),
         other => Err(ToolError::InvalidInput(format!("unknown attack: {other}"))),
     }
 }

@@ -571,8 +571,8 @@ impl Sandbox {
         Ok(Running::OnThread { answer, stop })
     }
 
-    /// The call's report; a network limit the call exceeded is its result, whatever the guest did
-    /// after it was stopped.
+    /// The call's report; a network or output limit the call exceeded is its result, whatever the guest
+    /// did after it (a WASI 0.3 guest is told of a full stdout as an error it may ignore).
     fn report(
         &self,
         result: Result<String, RunError>,
@@ -583,9 +583,11 @@ impl Sandbox {
         network: &CallNetwork,
     ) -> RunReport {
         let (requests, exceeded) = network.finish();
-        let (result, view) = match exceeded {
-            Some(limit) => (Err(RunError::NetworkLimit(limit)), None),
-            None => (result, view),
+        let output_exceeded = stdout.exceeded().or_else(|| stderr.exceeded());
+        let (result, view) = match (exceeded, output_exceeded) {
+            (Some(limit), _) => (Err(RunError::NetworkLimit(limit)), None),
+            (None, Some(limit)) => (Err(RunError::OutputLimit { limit }), None),
+            (None, None) => (result, view),
         };
         RunReport {
             result,
