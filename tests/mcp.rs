@@ -182,23 +182,27 @@ fn write_policy(dir: &Path, text: &str) -> PathBuf {
 }
 
 /// A tools directory holding the hostile test guest (`hostile_rw`: spins, sleeps, writes undeclared
-/// paths).
+/// paths) and its WASI 0.3 twin (`hostile_rw_p3`).
 fn hostile_tools() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        env!("TURNGATE_TEST_GUEST_HOSTILE_RW"),
-        dir.path().join("hostile_rw.wasm"),
-    )
-    .unwrap();
+    for (guest, name) in [
+        (env!("TURNGATE_TEST_GUEST_HOSTILE_RW"), "hostile_rw.wasm"),
+        (
+            env!("TURNGATE_TEST_GUEST_HOSTILE_RW_P3"),
+            "hostile_rw_p3.wasm",
+        ),
+    ] {
+        std::fs::copy(guest, dir.path().join(name)).unwrap();
+    }
     dir
 }
 
-/// Sends a `hostile_rw` call that writes `a.txt` and `b.txt` in its view, then spins until stopped, and
-/// gives it half a second to get going; returns the request's ID.
-fn start_spinning_call(server: &mut Server) -> u64 {
+/// Sends a `tool` call (`hostile_rw` or its twin) that writes `a.txt` and `b.txt` in its view, then
+/// spins until stopped, and gives it half a second to get going; returns the request's ID.
+fn start_spinning_call(server: &mut Server, tool: &str) -> u64 {
     let id = server.send(
         "tools/call",
-        json!({"name": "hostile_rw", "arguments": {"attack": "write_all_then_spin", "arg": "a.txt,b.txt"}}),
+        json!({"name": tool, "arguments": {"attack": "write_all_then_spin", "arg": "a.txt,b.txt"}}),
     );
     std::thread::sleep(Duration::from_millis(500));
     id
@@ -633,33 +637,46 @@ fn calls_to_the_same_file_apply_in_arrival_order_without_lost_updates() {
     assert!(server.finish().success());
 }
 
+/// Of a tool built for either WASI generation (the same surface serves both).
 #[test]
 fn a_cancelled_call_stops_applies_nothing_and_frees_its_slot() {
-    let root = workspace();
-    let tools = hostile_tools();
-    let tools_arg = tools.path().to_str().unwrap().to_owned();
-    // One slot and a wall-time limit far beyond the test's patience: the next call can only run if
-    // the cancelled one really stopped.
-    let mut server = Server::initialized(
-        root.path(),
-        &[
-            "--tools",
-            &tools_arg,
-            "--max-concurrent",
-            "1",
-            "--timeout-ms",
-            "600000",
-        ],
-        json!({}),
-    );
-    let spinning = start_spinning_call(&mut server);
-    server.cancel(spinning);
-    let next = server.call("write_file", json!({"path": "after.txt", "content": "ok"}));
-    assert_eq!(next["isError"], false, "{next}");
-    assert!(!root.path().join("a.txt").exists());
-    assert!(!root.path().join("b.txt").exists());
-    assert!(no_staging_left(root.path()));
-    assert!(server.finish().success());
+    for tool in ["hostile_rw", "hostile_rw_p3"] {
+        let root = workspace();
+        let tools = hostile_tools();
+        let tools_arg = tools.path().to_str().unwrap().to_owned();
+        // One slot and a wall-time limit far beyond the test's patience: the next call can only run if
+        // the cancelled one really stopped.
+        let mut server = Server::initialized(
+            root.path(),
+            &[
+                "--tools",
+                &tools_arg,
+                "--max-concurrent",
+                "1",
+                "--timeout-ms",
+                "600000",
+            ],
+            json!({}),
+        );
+        let spinning = start_spinning_call(&mut server, tool);
+        server.cancel(spinning);
+        let next = server.call("write_file", json!({"path": "after.txt", "content": "ok"}));
+        assert_eq!(next["isError"], false, "{tool}: {next}");
+        assert!(!root.path().join("a.txt").exists(), "{tool}");
+        assert!(!root.path().join("b.txt").exists(), "{tool}");
+        assert!(no_staging_left(root.path()), "{tool}");
+        // The same call without the spin applies: only the cancellation kept it out.
+        let done = server.call(
+            tool,
+            json!({"attack": "write_all", "arg": "a.txt", "path": "a.txt"}),
+        );
+        assert_eq!(done["isError"], false, "{tool}: {done}");
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("a.txt")).unwrap(),
+            "PWNED"
+        );
+        assert!(server.finish().success());
+    }
 }
 
 #[test]
@@ -672,7 +689,7 @@ fn a_client_that_disconnects_mid_call_leaves_nothing_half_applied() {
         &["--tools", &tools_arg, "--timeout-ms", "600000"],
         json!({}),
     );
-    start_spinning_call(&mut server);
+    start_spinning_call(&mut server, "hostile_rw");
     let status = server.finish();
     assert!(status.success(), "{status:?}");
     assert!(!root.path().join("a.txt").exists());

@@ -71,6 +71,10 @@ fn node_package_tests_pass() {
                 "TURNGATE_TEST_GUEST_HOSTILE_RW",
                 env!("TURNGATE_TEST_GUEST_HOSTILE_RW"),
             )
+            .env(
+                "TURNGATE_TEST_GUEST_HOSTILE_RW_P3",
+                env!("TURNGATE_TEST_GUEST_HOSTILE_RW_P3"),
+            )
             .env("TURNGATE_TEST_BIN", env!("CARGO_BIN_EXE_turngate")),
         "node --test node/test",
     );

@@ -54,6 +54,10 @@ fn python_package_tests_pass() {
                 "TURNGATE_TEST_GUEST_HOSTILE_RW",
                 env!("TURNGATE_TEST_GUEST_HOSTILE_RW"),
             )
+            .env(
+                "TURNGATE_TEST_GUEST_HOSTILE_RW_P3",
+                env!("TURNGATE_TEST_GUEST_HOSTILE_RW_P3"),
+            )
             .env("TURNGATE_TEST_BIN", env!("CARGO_BIN_EXE_turngate"))
             .env(
                 "TURNGATE_TEST_GUEST_NOT_A_TOOL",

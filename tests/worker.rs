@@ -742,6 +742,52 @@ fn a_worker_runs_network_tools_under_its_policy() {
     );
 }
 
+/// A tool built for WASI 0.3 runs in a worker as a 0.2 one does, with nothing in the worker's surface
+/// changed: its call is answered once, in the report, and its write applied and journaled once.
+#[test]
+fn a_worker_runs_a_tool_built_for_wasi_0_3() {
+    let Some(mut setup) = Setup::new("a_worker_runs_a_tool_built_for_wasi_0_3") else {
+        return;
+    };
+    let tools = setup.dir.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    std::fs::copy(
+        env!("TURNGATE_TEST_GUEST_HOSTILE_RW_P3"),
+        tools.join("hostile_rw_p3.wasm"),
+    )
+    .unwrap();
+    let lock = Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .args(["tools", "lock", "--tools"])
+        .arg(&tools)
+        .arg("--cache-dir")
+        .arg(test_cache_dir())
+        .output()
+        .unwrap();
+    assert!(lock.status.success(), "{lock:?}");
+    setup.spec.tools = Some(tools);
+    let _worker = setup.spec.spawn(&[]);
+    let calls = [(
+        "p1".to_owned(),
+        "hostile_rw_p3",
+        json!({"attack": "write_all", "path": "p3.txt", "arg": "p3.txt"}),
+    )];
+    setup.submit("p3-1", &anthropic_turn(&calls, false));
+    let results = setup.answered("p3-1", Duration::from_secs(60));
+    let report = &results.iter().find(|r| r.kind == "report").unwrap().payload;
+    assert_eq!(report["calls"][0]["status"], "ok", "{report}");
+    assert_eq!(setup.read("p3.txt").as_deref(), Some("PWNED"));
+    let answers = results
+        .iter()
+        .filter(|r| r.kind == "call" && r.key.as_deref() == Some("p1"))
+        .count();
+    assert_eq!(answers, 1, "{results:#?}");
+    let applied = journal(&setup.root())
+        .into_iter()
+        .filter(|e| e.call_id.as_deref() == Some("p1"))
+        .count();
+    assert_eq!(applied, 1);
+}
+
 /// A tool installed from a registry (a layout `tools publish` wrote, `tools add` installed with its
 /// grants accepted) runs in a worker that loads the tools directory `--locked`, within those grants.
 #[test]

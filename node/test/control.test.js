@@ -55,12 +55,13 @@ function staged(root) {
   return fs.existsSync(staging) && fs.readdirSync(staging).length > 0;
 }
 
-test('an aborted call applies nothing and stops at once', async () => {
+// Of a tool built for WASI 0.2 and of its twin built for 0.3: the same surface serves both.
+for (const tool of ['hostile_rw', 'hostile_rw_p3']) test(`an aborted call applies nothing and stops at once (${tool})`, async () => {
   const root = freshRoot();
-  const toolbox = await openToolbox(root, { toolsDir: toolsWith('hostile_rw'), timeoutMs: 600_000 });
+  const toolbox = await openToolbox(root, { toolsDir: toolsWith(tool), timeoutMs: 600_000 });
   const spin = { attack: 'write_all_then_spin', arg: 'a.txt,b.txt' };
   const controller = new AbortController();
-  const call = toolbox.call('hostile_rw', spin, { signal: controller.signal });
+  const call = toolbox.call(tool, spin, { signal: controller.signal });
   while (!staged(root)) await new Promise((resolve) => setTimeout(resolve, 10));
   const started = Date.now();
   controller.abort();
@@ -72,7 +73,7 @@ test('an aborted call applies nothing and stops at once', async () => {
   assert.ok(!fs.existsSync(path.join(root, 'b.txt')));
   assert.deepEqual(await toolbox.journal(), []);
   // The same call without the spin applies: only the abort kept it out.
-  const done = await toolbox.call('hostile_rw', { ...spin, attack: 'write_all' });
+  const done = await toolbox.call(tool, { ...spin, attack: 'write_all' });
   assert.equal(done.status, 'ok', JSON.stringify(done));
   assert.ok(fs.existsSync(path.join(root, 'a.txt')));
 });

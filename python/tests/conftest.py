@@ -42,8 +42,10 @@ def guest(name: str) -> pathlib.Path:
 
 @pytest.fixture
 def hostile_tools(tmp_path: pathlib.Path) -> pathlib.Path:
-    """A tools directory holding `hostile_rw` (spins, sleeps, writes what it is given)."""
+    """A tools directory holding `hostile_rw` (spins, sleeps, writes what it is given) and its twin built
+    for WASI 0.3, `hostile_rw_p3`."""
     tools = tmp_path / "tools"
     tools.mkdir()
-    shutil.copy(guest("hostile_rw"), tools / "hostile_rw.wasm")
+    for name in ("hostile_rw", "hostile_rw_p3"):
+        shutil.copy(guest(name), tools / f"{name}.wasm")
     return tools

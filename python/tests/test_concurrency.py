@@ -70,12 +70,13 @@ def test_two_threads_run_turns_at_once_on_different_roots(tmp_path, hostile_tool
     assert not (roots[0] / "a.txt").exists()
 
 
-def test_a_cancelled_async_call_applies_nothing(root, hostile_tools):
+@pytest.mark.parametrize("tool", ["hostile_rw", "hostile_rw_p3"])  # built for WASI 0.2, and 0.3
+def test_a_cancelled_async_call_applies_nothing(root, hostile_tools, tool):
     toolbox = turngate.Toolbox(root, tools_dir=hostile_tools, timeout_ms=600_000)
     spin = {"attack": "write_all_then_spin", "path": "notes.txt", "arg": "notes.txt"}
 
     async def main():
-        task = asyncio.create_task(toolbox.acall("hostile_rw", spin))
+        task = asyncio.create_task(toolbox.acall(tool, spin))
         while not staged(root):  # the call is running: it wrote, and spins
             await asyncio.sleep(0.01)
         began = time.monotonic()
@@ -90,7 +91,7 @@ def test_a_cancelled_async_call_applies_nothing(root, hostile_tools):
     assert (root / "notes.txt").read_text() == ORIGINAL
     assert toolbox.journal() == []
     # The same call without the spin applies: only the cancellation kept it out.
-    done = toolbox.call("hostile_rw", dict(spin, attack="write_all"))
+    done = toolbox.call(tool, dict(spin, attack="write_all"))
     assert done["status"] == "ok" and (root / "notes.txt").read_text() == "PWNED"
 
 
