@@ -46,6 +46,7 @@ const TEST_ONLY: &[&str] = &[
     "hostile_net",
     "net_probe",
     "p3_probe",
+    "fetch_p2",
     "noop",
     "bad_schema",
     "spin_describe",
