@@ -697,6 +697,90 @@ fn a_wasi_0_3_tool_s_requests_meet_the_same_grant_and_hook_as_0_2_s() {
     assert_eq!(server.paths(), ["/hello?token=abc"]);
 }
 
+/// Header injection and request smuggling, from a tool of each WASI generation: a header value with a
+/// line break, or a header only the host may set (`host`, `transfer-encoding`, `connection`), is refused
+/// by the guest's own `fields` before anything is sent; a body longer than the `content-length` the
+/// guest declared ends the request, and the request hidden in it never reaches the server.
+#[test]
+fn header_injection_and_request_smuggling_fail_in_both_generations() {
+    let server = TestServer::start();
+    let allowed = server.origin("allowed.test");
+    let grant = format!("get = [\"{allowed}/**\"]\nwrite = [\"POST {allowed}/items\"]\n");
+    let policy = policy(&format!(
+        "[tools.net_probe.network]\n{grant}[tools.p3_probe.network]\n{grant}"
+    ));
+    let p3_error = |input: Value| match run(toolbox(), &policy, "p3_probe", input).0.result {
+        Err(CallError::Run(RunError::Tool(e))) => e.to_string(),
+        other => panic!("{other:?}"),
+    };
+    for (name, value) in [
+        ("x-evil", "a\r\nx-injected: 1"),
+        ("host", "evil.test"),
+        ("transfer-encoding", "chunked"),
+        ("connection", "upgrade"),
+    ] {
+        let headers = json!([[name, value]]);
+        let (results, _) = probe(
+            toolbox(),
+            &policy,
+            json!([{"url": format!("{allowed}/hello"), "headers": headers}]),
+        );
+        let error = results[0]["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(&format!("header `{name}`")),
+            "0.2 {name}: {results:?}"
+        );
+        let error = p3_error(
+            json!({"op": "probe", "target": format!("{allowed}/hello"), "headers": headers}),
+        );
+        assert!(
+            error.contains(&format!("header `{name}`")),
+            "0.3 {name}: {error}"
+        );
+    }
+    assert!(server.seen().is_empty(), "{:?}", server.seen());
+    // The control: a header a tool may set reaches the server from either generation.
+    let headers = json!([["x-ok", "1"]]);
+    probe(
+        toolbox(),
+        &policy,
+        json!([{"url": format!("{allowed}/hello"), "headers": headers}]),
+    );
+    let (outcome, _ws) = run(
+        toolbox(),
+        &policy,
+        "p3_probe",
+        json!({"op": "probe", "target": format!("{allowed}/hello"), "headers": headers}),
+    );
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen.iter().all(|s| header_of(&s.headers, "x-ok") == "1"),
+        "{seen:?}"
+    );
+
+    let smuggled = "x\r\n\r\nGET /smuggled HTTP/1.1\r\nhost: allowed.test\r\n\r\n";
+    let (results, _) = probe(
+        toolbox(),
+        &policy,
+        json!([{"url": format!("{allowed}/items"), "method": "POST", "headers": [["content-length", "1"]], "body": smuggled}]),
+    );
+    assert!(results[0]["error"].is_string(), "0.2: {results:?}");
+    p3_error(json!({
+        "op": "probe",
+        "target": format!("{allowed}/items"),
+        "method": "POST",
+        "headers": [["content-length", "1"]],
+        "body": smuggled,
+    }));
+    assert!(
+        server.paths().iter().all(|path| path != "/smuggled"),
+        "{:?}",
+        server.paths()
+    );
+}
+
 #[test]
 fn a_component_importing_sockets_is_still_refused_at_load() {
     let error = tokio::runtime::Builder::new_current_thread()

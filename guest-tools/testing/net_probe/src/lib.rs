@@ -24,6 +24,9 @@ struct Probe {
     body: Option<String>,
     #[serde(default = "small")]
     max_bytes: usize,
+    /// Headers set on the request besides the probe's own (injection attempts among them).
+    #[serde(default)]
+    headers: Vec<(String, String)>,
 }
 
 fn get() -> String {
@@ -51,10 +54,15 @@ impl Guest for NetProbe {
         let mut results = Vec::new();
         for probe in &input.requests {
             let url = Url::parse(&probe.url).map_err(ToolError::InvalidInput)?;
+            let headers: Vec<(&str, &str)> = own_headers
+                .iter()
+                .copied()
+                .chain(probe.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+                .collect();
             let result = request(
                 &probe.method,
                 &url,
-                &own_headers,
+                &headers,
                 probe.body.as_deref().map(str::as_bytes),
                 probe.max_bytes,
             );

@@ -35,8 +35,16 @@ enum Input {
     Streams { count: usize },
     /// Sends a GET to `url` (declared in `url-fields`) and answers with the status and the body.
     Fetch { url: String },
-    /// The same for `target`, which is not declared: only the network hook checks it.
-    Probe { target: String },
+    /// A request to `target`, which is not declared (only the network hook checks it), with
+    /// `method` (GET by default), `headers` (injection attempts among them) and `body`; answered as
+    /// `fetch` is.
+    Probe {
+        target: String,
+        method: Option<String>,
+        #[serde(default)]
+        headers: Vec<(String, String)>,
+        body: Option<String>,
+    },
 }
 
 struct P3Probe;
@@ -50,7 +58,10 @@ impl bindings::Guest for P3Probe {
                 "ms": {"type": "integer", "minimum": 0},
                 "count": {"type": "integer", "minimum": 0},
                 "url": {"type": "string"},
-                "target": {"type": "string"}
+                "target": {"type": "string"},
+                "method": {"type": "string"},
+                "headers": {"type": "array"},
+                "body": {"type": "string"}
             },
             "required": ["op"],
             "additionalProperties": false
@@ -93,22 +104,59 @@ impl bindings::Guest for P3Probe {
                 let held: Vec<_> = (0..count).map(|_| wasip3::wit_stream::new::<u8>()).collect();
                 Ok(format!("opened {}", held.len()))
             }
-            Input::Fetch { url: target } | Input::Probe { target } => fetch(&target).await,
+            Input::Fetch { url } => send(&url, "GET", &[], None).await,
+            Input::Probe {
+                target,
+                method,
+                headers,
+                body,
+            } => send(&target, method.as_deref().unwrap_or("GET"), &headers, body).await,
         }
     }
 }
 
-/// A GET of `url` through `wasi:http/client@0.3.0`: `"<status> <body>"`, or the error code.
-async fn fetch(url: &str) -> Result<String, ToolError> {
+/// A request to `url` through `wasi:http/client@0.3.0`: `"<status> <body>"`, or the error code (a header
+/// the guest's own `fields` refuse is an error before anything is sent).
+async fn send(
+    url: &str,
+    method: &str,
+    headers: &[(String, String)],
+    body: Option<String>,
+) -> Result<String, ToolError> {
     let url = Url::parse(url).map_err(ToolError::InvalidInput)?;
+    let fields = Fields::new();
+    for (name, value) in headers {
+        fields
+            .append(name, value.as_bytes())
+            .map_err(|e| ToolError::Failed(format!("header `{name}`: {e:?}")))?;
+    }
     let (_, trailers) = wasip3::wit_future::new::<Result<Option<Trailers>, ErrorCode>>(|| Ok(None));
-    let (request, _sent) = Request::new(Fields::new(), None, trailers, None);
+    let (contents, writer) = match body {
+        Some(body) => {
+            let (writer, reader) = wasip3::wit_stream::new::<u8>();
+            (Some(reader), Some((writer, body)))
+        }
+        None => (None, None),
+    };
+    let (request, _sent) = Request::new(fields, contents, trailers, None);
+    let method = match method {
+        "GET" => Method::Get,
+        "POST" => Method::Post,
+        "PUT" => Method::Put,
+        other => Method::Other(other.to_owned()),
+    };
     let set = request
-        .set_method(&Method::Get)
+        .set_method(&method)
         .and(request.set_scheme(Some(&if url.https { Scheme::Https } else { Scheme::Http })))
         .and(request.set_authority(Some(&url.authority)))
         .and(request.set_path_with_query(Some(&url.path_and_query)));
     set.map_err(|()| ToolError::InvalidInput("the URL does not make a request".into()))?;
+    // The body is written while the request is sent (a server may read it before it answers).
+    if let Some((mut writer, body)) = writer {
+        wasip3::wit_bindgen::spawn_local(async move {
+            let _ = writer.write_all(body.into_bytes()).await;
+        });
+    }
     let response = wasip3::http::client::send(request)
         .await
         .map_err(|e| ToolError::Failed(format!("{e:?}")))?;
