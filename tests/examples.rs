@@ -264,9 +264,55 @@ fn python_page_title_fetches_only_what_its_network_grant_allows() {
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
 
+/// The JavaScript network example awaits `fetch` from its `call` (componentize-js runs the event loop
+/// until the promise settles); its request goes through the same grant and hook as any other.
+#[test]
+fn javascript_url_info_awaits_fetch_within_its_network_grant() {
+    let ws = Workspace::new();
+    let (port, seen) = page_server();
+    let policy = Policy::from_toml(&format!(
+        "[tools.url_info.network]\nget = [\"http://127.0.0.1:{port}/pages/**\"]\n"
+    ))
+    .unwrap();
+    let url_info = |url: String| {
+        call(
+            toolbox(),
+            &ws.root,
+            &policy,
+            "url_info",
+            &json!({ "url": url }).to_string(),
+        )
+    };
+    let outcome = url_info(format!("http://127.0.0.1:{port}/pages/ada"));
+    let answer: Value = serde_json::from_str(&outcome.result.unwrap()).unwrap();
+    assert_eq!(answer["status"], 200, "{answer}");
+    assert_eq!(
+        answer["content_type"], "text/html; charset=utf-8",
+        "{answer}"
+    );
+    assert_eq!(answer["bytes"], 81, "{answer}");
+    assert_eq!(*seen.lock().unwrap(), ["GET /pages/ada HTTP/1.1"]);
+    let [record] = &outcome.requests[..] else {
+        panic!("{:?}", outcome.requests)
+    };
+    assert_eq!(record.status, Some(200));
+    // A declared URL outside the grant never starts the call: the server sees nothing more.
+    let outcome = url_info(format!("http://127.0.0.1:{port}/private/ada"));
+    match outcome.result {
+        Err(CallError::Gate(e)) => assert_eq!(e.step(), "url", "{e}"),
+        other => panic!("expected a refusal at the gate, got {other:?}"),
+    }
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}
+
 #[test]
 fn every_example_passes_the_conformance_check() {
-    for file in ["text_stats.wasm", "page_title.wasm", "csv_to_json.wasm"] {
+    for file in [
+        "text_stats.wasm",
+        "page_title.wasm",
+        "csv_to_json.wasm",
+        "url_info.wasm",
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_turngate"))
             .env(
                 "TURNGATE_CACHE_DIR",

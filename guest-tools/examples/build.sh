@@ -4,6 +4,7 @@
 #   OUT_DIR/text_stats.wasm    Python      (python/text_stats, componentize-py)
 #   OUT_DIR/page_title.wasm    Python      (python/page_title, componentize-py; a network tool)
 #   OUT_DIR/csv_to_json.wasm   JavaScript  (js/csv_to_json, componentize-js)
+#   OUT_DIR/url_info.wasm      JavaScript  (js/url_info, componentize-js; a network tool awaiting fetch)
 #
 # Usage: guest-tools/examples/build.sh [OUT_DIR]      (default OUT_DIR: <repo>/target/examples)
 #
@@ -154,50 +155,59 @@ build_python() {
     report "$out"
 }
 
-# --- JavaScript: csv_to_json (componentize-js) ----------------------------------------------------
+# --- JavaScript: csv_to_json and url_info (componentize-js) -----------------------------------------
 
-js_src="$here/js/csv_to_json"
+# One tool-chain for every JavaScript example, pinned by csv_to_json's package.json and lock.
+js_pins="$here/js/csv_to_json"
 js_tools="$toolchain/js"
 
 js_toolchain() {
     if [[ -x "$js_tools/node_modules/.bin/componentize-js" ]] &&
-        cmp -s "$js_src/package-lock.json" "$js_tools/package-lock.json" &&
-        cmp -s "$js_src/package.json" "$js_tools/package.json"; then
+        cmp -s "$js_pins/package-lock.json" "$js_tools/package-lock.json" &&
+        cmp -s "$js_pins/package.json" "$js_tools/package.json"; then
         return
     fi
     say "installing the JavaScript tool-chain into $js_tools (npm ci)"
     mkdir -p "$js_tools"
     rm -f "$js_tools/package.json" "$js_tools/package-lock.json"
-    cp "$js_src/package.json" "$js_src/package-lock.json" "$js_tools/"
+    cp "$js_pins/package.json" "$js_pins/package-lock.json" "$js_tools/"
     (cd "$js_tools" && npm ci --no-audit --no-fund --loglevel=error)
     say "componentize-js $(node -p "require('$js_tools/node_modules/@bytecodealliance/componentize-js/package.json').version")"
 }
 
-build_csv_to_json() {
-    local out="$out_dir/csv_to_json.wasm"
+# Builds the JavaScript example NAME from js/NAME/src/NAME.js against WORLD of js/NAME/wit, with the
+# componentize-js features that follow disabled.
+build_js() {
+    local name="$1" world="$2"
+    shift 2
+    local js_src="$here/js/$name"
+    local out="$out_dir/$name.wasm"
     local sources
     mapfile -t sources < <(find -L "$js_src/src" "$js_src/wit" -type f \( -name '*.js' -o -name '*.wit' \) | sort)
-    sources+=("$js_src/package.json" "$js_src/package-lock.json" "$here/build.sh")
+    sources+=("$js_pins/package.json" "$js_pins/package-lock.json" "$here/build.sh")
     if ! stale "$out" "${sources[@]}"; then
-        say "csv_to_json.wasm is up to date"
+        say "$name.wasm is up to date"
         return
     fi
     js_toolchain
-    local work="$build_dir/csv_to_json"
+    local work="$build_dir/$name"
     rm -rf "$work"
     mkdir -p "$work"
 
-    say "componentize-js: js/csv_to_json/src/csv_to_json.js -> csv_to_json (world csv-to-json)"
+    say "componentize-js: js/$name/src/$name.js -> $name (world $world, disabled: $*)"
     # Run from the example's directory: componentize-js maps it as the source root, which is how
-    # `import './csv.js'` resolves. No `http`/`fetch-event`: the sandbox links no wasi:http.
-    (cd "$js_src" && "$js_tools/node_modules/.bin/componentize-js" src/csv_to_json.js \
-        --wit wit --world-name csv-to-json --disable http fetch-event -o "$work/csv_to_json.wasm")
-    mv -f "$work/csv_to_json.wasm" "$out"
+    # `import './csv.js'` resolves.
+    (cd "$js_src" && "$js_tools/node_modules/.bin/componentize-js" "src/$name.js" \
+        --wit wit --world-name "$world" --disable "$@" -o "$work/$name.wasm")
+    mv -f "$work/$name.wasm" "$out"
     report "$out"
 }
 
 say "output: $out_dir; tool-chains: $toolchain"
 build_python text_stats "$repo/wit" tool
 build_python page_title "$here/python/page_title/wit" page-title
-build_csv_to_json
+# csv_to_json reads and writes files only: no `http`. url_info awaits `fetch`, over wasi:http. Neither
+# serves requests: no `fetch-event`.
+build_js csv_to_json csv-to-json http fetch-event
+build_js url_info url-info fetch-event
 say "done"
