@@ -305,6 +305,42 @@ fn javascript_url_info_awaits_fetch_within_its_network_grant() {
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
 
+/// The Python example built for WASI 0.3 (componentize-py 0.25, `call` an `async def`) reads through
+/// `wasi:filesystem@0.3.0` and the same view as a 0.2 tool: the approved file reads, anything else the
+/// call was not approved for is absent.
+#[test]
+fn python_file_head_reads_through_wasi_0_3_within_its_view() {
+    let ws = Workspace::new();
+    ws.write("notes.txt", "one\ntwo\nthree\n");
+    ws.write("secret.txt", "secret\n");
+    let tool = toolbox().get("file_head").unwrap();
+    assert_eq!(tool.wasi(), Some("0.3"));
+    let head = |input: Value| {
+        call(
+            toolbox(),
+            &ws.root,
+            &Policy::allow_all(),
+            "file_head",
+            &input.to_string(),
+        )
+    };
+    let outcome = head(json!({"path": "notes.txt", "lines": 2}));
+    let answer: Value = serde_json::from_str(&outcome.result.unwrap()).unwrap();
+    assert_eq!(answer["text"], "one\ntwo\n", "{answer}");
+    assert_eq!(answer["lines"], 2, "{answer}");
+    match head(json!({"path": "missing.txt"})).result {
+        Err(CallError::Run(RunError::Tool(e))) => {
+            assert!(e.to_string().contains("not found"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // The gate resolves the declared path: outside the root, the call never starts.
+    match head(json!({"path": "../outside/secret.txt"})).result {
+        Err(CallError::Gate(e)) => assert_eq!(e.step(), "path", "{e}"),
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn every_example_passes_the_conformance_check() {
     for file in [
@@ -312,6 +348,7 @@ fn every_example_passes_the_conformance_check() {
         "page_title.wasm",
         "csv_to_json.wasm",
         "url_info.wasm",
+        "file_head.wasm",
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_turngate"))
             .env(

@@ -3,6 +3,7 @@
 #
 #   OUT_DIR/text_stats.wasm    Python      (python/text_stats, componentize-py)
 #   OUT_DIR/page_title.wasm    Python      (python/page_title, componentize-py; a network tool)
+#   OUT_DIR/file_head.wasm     Python      (python/file_head, componentize-py; built for WASI 0.3)
 #   OUT_DIR/csv_to_json.wasm   JavaScript  (js/csv_to_json, componentize-js)
 #   OUT_DIR/url_info.wasm      JavaScript  (js/url_info, componentize-js; a network tool awaiting fetch)
 #
@@ -206,6 +207,7 @@ build_js() {
 say "output: $out_dir; tool-chains: $toolchain"
 build_python text_stats "$repo/wit" tool
 build_python page_title "$here/python/page_title/wit" page-title
+build_python file_head "$here/python/file_head/wit" file-head
 # csv_to_json reads and writes files only: no `http`. url_info awaits `fetch`, over wasi:http. Neither
 # serves requests: no `fetch-event`.
 build_js csv_to_json csv-to-json http fetch-event

@@ -109,8 +109,9 @@ impl LoadedTool {
         &self.imports
     }
 
-    /// The WASI generation the component targets ("0.2", the one the sandbox serves), or `None` when it
-    /// imports nothing of WASI.
+    /// The WASI generation the component targets: "0.3" when it imports any WASI 0.3 interface (it may
+    /// import 0.2 ones too, as toolchains' standard libraries do), "0.2" when it imports only 0.2 ones,
+    /// `None` when it imports nothing of WASI.
     pub fn wasi(&self) -> Option<&'static str> {
         crate::sandbox::wasi_generation(&self.imports)
     }

@@ -170,9 +170,12 @@ pub async fn check(builder: ToolboxBuilder, file: &Path) -> Result<bool> {
         Some(version) => format!("built for WASI {version}"),
         None => "importing nothing of WASI".to_owned(),
     };
-    println!(
-        "  ok    loads as a component of the tool world (turngate:tool/tool@0.1.0), {generation}"
-    );
+    // A component that imports WASI 0.3 loads only with `call` an async func (`async-tool`).
+    let world = match tool.wasi() {
+        Some("0.3") => "turngate:tool/async-tool@0.1.0",
+        _ => "turngate:tool/tool@0.1.0",
+    };
+    println!("  ok    loads as a component of the tool world ({world}), {generation}");
     println!(
         "  ok    describes itself as `{}`; its input schema is valid JSON Schema for an object",
         d.name
