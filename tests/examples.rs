@@ -341,6 +341,35 @@ fn python_file_head_reads_through_wasi_0_3_within_its_view() {
     }
 }
 
+/// The Rust example built for WASI 0.3 (wit-bindgen's async export, the `wasip3` crate) counts a file
+/// it reads through a 0.3 stream; a file its call was not approved for is absent.
+#[test]
+fn rust_line_count_reads_through_wasi_0_3() {
+    let ws = Workspace::new();
+    ws.write("notes.txt", "one two\nthree\n");
+    assert_eq!(toolbox().get("line_count").unwrap().wasi(), Some("0.3"));
+    let count = |path: &str| {
+        call(
+            toolbox(),
+            &ws.root,
+            &Policy::allow_all(),
+            "line_count",
+            &json!({ "path": path }).to_string(),
+        )
+    };
+    let answer: Value = serde_json::from_str(&count("notes.txt").result.unwrap()).unwrap();
+    assert_eq!(
+        answer,
+        json!({"path": "notes.txt", "lines": 2, "words": 3, "bytes": 14})
+    );
+    match count("missing.txt").result {
+        Err(CallError::Run(RunError::Tool(e))) => {
+            assert!(e.to_string().contains("not found"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn every_example_passes_the_conformance_check() {
     for file in [
@@ -349,6 +378,7 @@ fn every_example_passes_the_conformance_check() {
         "csv_to_json.wasm",
         "url_info.wasm",
         "file_head.wasm",
+        "line_count.wasm",
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_turngate"))
             .env(

@@ -6,11 +6,13 @@
 #   OUT_DIR/file_head.wasm     Python      (python/file_head, componentize-py; built for WASI 0.3)
 #   OUT_DIR/csv_to_json.wasm   JavaScript  (js/csv_to_json, componentize-js)
 #   OUT_DIR/url_info.wasm      JavaScript  (js/url_info, componentize-js; a network tool awaiting fetch)
+#   OUT_DIR/line_count.wasm    Rust        (rust/line_count, wit-bindgen + wasip3; built for WASI 0.3)
 #
 # Usage: guest-tools/examples/build.sh [OUT_DIR]      (default OUT_DIR: <repo>/target/examples)
 #
-# Needs python3 (3.11 or later, with venv and pip), node (20 or later) and npm, and reaches only PyPI
-# and the npm registry. The pinned tool-chains are installed on first use under
+# Needs python3 (3.11 or later, with venv and pip), node (20 or later) and npm, and cargo with the
+# wasm32-wasip2 target (the repository's rust-toolchain.toml names it), and reaches only PyPI, the npm
+# registry and crates.io. The pinned tool-chains are installed on first use under
 # <repo>/target/examples-toolchain (or $TURNGATE_EXAMPLES_TOOLCHAIN): a virtualenv from
 # python/text_stats/requirements.txt, and `npm ci` of js/csv_to_json's package.json and
 # package-lock.json. They are reinstalled when those pins change. node_modules is kept there rather than
@@ -204,6 +206,29 @@ build_js() {
     report "$out"
 }
 
+# --- Rust: line_count (wit-bindgen, wasip3) --------------------------------------------------------
+
+# Builds the Rust example NAME (a workspace of its own, with its lock) for wasm32-wasip2.
+build_rust() {
+    local name="$1"
+    local rs_src="$here/rust/$name"
+    local out="$out_dir/$name.wasm"
+    local sources
+    mapfile -t sources < <(find -L "$rs_src/src" "$repo/wit" -type f \( -name '*.rs' -o -name '*.wit' \) | sort)
+    sources+=("$rs_src/Cargo.toml" "$rs_src/Cargo.lock" "$here/build.sh")
+    if ! stale "$out" "${sources[@]}"; then
+        say "$name.wasm is up to date"
+        return
+    fi
+    say "cargo: rust/$name -> $name (wasm32-wasip2, release)"
+    # Outside the source tree (host/build.rs watches guest-tools/), and free of a calling cargo's flags.
+    (cd "$rs_src" && env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS -u CARGO_BUILD_TARGET -u CARGO_TARGET_DIR \
+        -u RUSTC_WRAPPER -u RUSTC_WORKSPACE_WRAPPER \
+        cargo build --release --locked --target wasm32-wasip2 --target-dir "$toolchain/rust-target")
+    cp "$toolchain/rust-target/wasm32-wasip2/release/${name//-/_}.wasm" "$out"
+    report "$out"
+}
+
 say "output: $out_dir; tool-chains: $toolchain"
 build_python text_stats "$repo/wit" tool
 build_python page_title "$here/python/page_title/wit" page-title
@@ -212,4 +237,5 @@ build_python file_head "$here/python/file_head/wit" file-head
 # serves requests: no `fetch-event`.
 build_js csv_to_json csv-to-json http fetch-event
 build_js url_info url-info fetch-event
+build_rust line_count
 say "done"
