@@ -21,6 +21,7 @@
 
 pub(crate) mod bindings;
 mod cache;
+mod command;
 mod edition;
 mod engine;
 mod errors;
@@ -58,6 +59,7 @@ use crate::network::{CallNetwork, NetworkHooks, NetworkSetup, RequestRecord};
 use crate::threads::{Threads, answer_of};
 use crate::view::CallView;
 
+pub use self::command::{CommandRun, run_wasi_command};
 pub use self::errors::{RunError, ToolError};
 pub use self::limits::Limits;
 

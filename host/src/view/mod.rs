@@ -520,6 +520,10 @@ impl CallView {
         if !self.writable {
             return Err(ViewError::ReadOnly);
         }
+        // As `rmdir(2)`: a path whose last component is `.` is invalid, whatever it names.
+        if path.rsplit('/').next() == Some(".") {
+            return Err(ViewError::Invalid);
+        }
         let parsed = GuestPath::parse(base, path)?;
         let resolution = self.resolve(base, &parsed, false, 0)?;
         let entry = resolution.entry.ok_or(ViewError::NoEntry)?;
@@ -672,6 +676,10 @@ impl CallView {
         let resolution = resolve(&mut merged, base, path.components.iter().copied(), options)?;
         if is_reserved(&resolution.location) || resolution.hops.iter().any(is_reserved) {
             return Err(ViewError::NoEntry);
+        }
+        // A symlink may not lead out of the directory the path is taken from either.
+        if !resolution.location.is_within(base) {
+            return Err(ViewError::NotPermitted);
         }
         // A path that ends in `/` names a directory (POSIX), whatever the operation.
         if path.trailing_slash
@@ -1006,11 +1014,17 @@ impl<'a> GuestPath<'a> {
             return Err(ViewError::NameTooLong);
         }
         let mut name: Vec<&str> = base.components().collect();
+        // As WASI's descriptors are capabilities: `..` never climbs above the directory the path is
+        // taken from (the resolver holds symlinks to the same).
+        let floor = name.len();
         for component in &components {
             match *component {
                 "." => {}
                 ".." => {
-                    name.pop().ok_or(ViewError::NotPermitted)?;
+                    if name.len() <= floor {
+                        return Err(ViewError::NotPermitted);
+                    }
+                    name.pop();
                 }
                 other => name.push(other),
             }

@@ -28,8 +28,11 @@ use crate::view::{CallView, OpenRequest, Opened, Stat, ViewError, ViewFile};
 
 /// A `descriptor` resource, of either generation.
 pub enum Descriptor {
-    /// A directory of the view.
-    Dir(RelPath),
+    /// A directory of the view, and whether it was opened with `mutate-directory` (the preopen is, when
+    /// the view is writable). As WASI's descriptors are capabilities, only such a directory's entries
+    /// can be created, removed, renamed or opened for writing through it; the view still decides, by
+    /// the grants, what may change at all.
+    Dir { location: RelPath, mutate: bool },
     /// An open file.
     File(ViewFile),
 }
@@ -148,7 +151,19 @@ impl ViewCtx<'_> {
     /// The directory a descriptor is (`not-directory` for a file).
     pub(crate) fn dir(&self, fd: &Resource<Descriptor>) -> Result<RelPath, Failure> {
         match self.table.get(fd)? {
-            Descriptor::Dir(location) => Ok(location.clone()),
+            Descriptor::Dir { location, .. } => Ok(location.clone()),
+            Descriptor::File(_) => Err(ViewError::NotDirectory.into()),
+        }
+    }
+
+    /// The directory a descriptor is, when it was opened to change its entries (`read-only` if not).
+    fn mutable_dir(&self, fd: &Resource<Descriptor>) -> Result<RelPath, Failure> {
+        match self.table.get(fd)? {
+            Descriptor::Dir {
+                location,
+                mutate: true,
+            } => Ok(location.clone()),
+            Descriptor::Dir { .. } => Err(ViewError::ReadOnly.into()),
             Descriptor::File(_) => Err(ViewError::NotDirectory.into()),
         }
     }
@@ -157,7 +172,7 @@ impl ViewCtx<'_> {
     pub(crate) fn file(&self, fd: &Resource<Descriptor>) -> Result<ViewFile, Failure> {
         match self.table.get(fd)? {
             Descriptor::File(file) => Ok(file.clone()),
-            Descriptor::Dir(_) => Err(ViewError::IsDirectory.into()),
+            Descriptor::Dir { .. } => Err(ViewError::IsDirectory.into()),
         }
     }
 
@@ -191,13 +206,17 @@ impl ViewCtx<'_> {
         if self.view.is_none() {
             return Ok(Vec::new());
         }
-        let root = self.table.push(Descriptor::Dir(RelPath::root()))?;
+        let mutate = self.view.as_deref().is_some_and(CallView::is_writable);
+        let root = self.table.push(Descriptor::Dir {
+            location: RelPath::root(),
+            mutate,
+        })?;
         Ok(vec![(root, "/".to_owned())])
     }
 
     pub(crate) fn stat(&mut self, fd: &Resource<Descriptor>) -> Result<Stat, Failure> {
         let location = match self.table.get(fd)? {
-            Descriptor::Dir(location) => location.clone(),
+            Descriptor::Dir { location, .. } => location.clone(),
             Descriptor::File(file) => {
                 let metadata = cap_std::fs::Metadata::from_file(&file.file)?;
                 let entry = crate::resolve::Entry::from_metadata(&metadata);
@@ -209,10 +228,10 @@ impl ViewCtx<'_> {
 
     pub(crate) fn flags(&self, fd: &Resource<Descriptor>) -> Result<Flags, Failure> {
         Ok(match self.table.get(fd)? {
-            Descriptor::Dir(_) => Flags {
+            Descriptor::Dir { mutate, .. } => Flags {
                 read: true,
                 write: false,
-                mutate_directory: self.view.as_deref().is_some_and(CallView::is_writable),
+                mutate_directory: *mutate,
             },
             Descriptor::File(file) => Flags {
                 read: file.read,
@@ -225,9 +244,17 @@ impl ViewCtx<'_> {
     /// What a descriptor is: a directory or a regular file (the view opens nothing else).
     pub(crate) fn kind(&self, fd: &Resource<Descriptor>) -> Result<EntryKind, Failure> {
         Ok(match self.table.get(fd)? {
-            Descriptor::Dir(_) => EntryKind::Dir,
+            Descriptor::Dir { .. } => EntryKind::Dir,
             Descriptor::File(_) => EntryKind::File,
         })
+    }
+
+    /// `advise`: a hint the view has no use for, taken only for a file (as wasmtime-wasi's).
+    pub(crate) fn advise(&self, fd: &Resource<Descriptor>) -> Result<(), Failure> {
+        match self.table.get(fd)? {
+            Descriptor::File(_) => Ok(()),
+            Descriptor::Dir { .. } => Err(Failure::BadDescriptor),
+        }
     }
 
     /// Any descriptor: checks that the handle is one.
@@ -238,6 +265,10 @@ impl ViewCtx<'_> {
 
     pub(crate) fn set_size(&self, fd: &Resource<Descriptor>, size: u64) -> Result<(), Failure> {
         let (file, staged) = self.writable_file(fd)?;
+        // A size no file offset can hold, as `ftruncate(2)` says.
+        if i64::try_from(size).is_err() {
+            return Err(ViewError::Invalid.into());
+        }
         if !staged.reserve(size) {
             return Err(ViewError::InsufficientSpace.into());
         }
@@ -255,7 +286,7 @@ impl ViewCtx<'_> {
                 Ok(file.file.set_times(file_times(atime, mtime))?)
             }
             Descriptor::File(_) => Err(Failure::BadDescriptor),
-            Descriptor::Dir(_) => Err(ViewError::NotPermitted.into()),
+            Descriptor::Dir { .. } => Err(ViewError::NotPermitted.into()),
         }
     }
 
@@ -273,7 +304,7 @@ impl ViewCtx<'_> {
         fd: &Resource<Descriptor>,
         path: &str,
     ) -> Result<(), Failure> {
-        let base = self.dir(fd)?;
+        let base = self.mutable_dir(fd)?;
         Ok(self.view()?.create_dir(&base, path)?)
     }
 
@@ -294,7 +325,7 @@ impl ViewCtx<'_> {
         path: &str,
         (atime, mtime): (NewTime, NewTime),
     ) -> Result<(), Failure> {
-        let base = self.dir(fd)?;
+        let base = self.mutable_dir(fd)?;
         Ok(self
             .view()?
             .set_times_at(&base, path, follow, file_times(atime, mtime))?)
@@ -312,15 +343,34 @@ impl ViewCtx<'_> {
         Err(ViewError::NotPermitted.into())
     }
 
+    /// Opens `path` from a directory; `mutate_directory` asks for a directory that may change (which
+    /// only a directory that may itself change can give, as a write, a create or a truncate needs).
     pub(crate) fn open_at(
         &mut self,
         fd: &Resource<Descriptor>,
         path: &str,
         request: OpenRequest,
+        mutate_directory: bool,
     ) -> Result<Resource<Descriptor>, Failure> {
-        let base = self.dir(fd)?;
+        let mut request = request;
+        // As WASI says: no access asked for is read; creating or truncating a file is writing it.
+        if !request.read && !request.write {
+            request.read = true;
+        }
+        if request.create || request.truncate {
+            request.write = true;
+        }
+        let changes = mutate_directory || request.write;
+        let base = if changes {
+            self.mutable_dir(fd)?
+        } else {
+            self.dir(fd)?
+        };
         let descriptor = match self.view()?.open(&base, path, request)? {
-            Opened::Dir(location) => Descriptor::Dir(location),
+            Opened::Dir(location) => Descriptor::Dir {
+                location,
+                mutate: mutate_directory,
+            },
             Opened::File(file) => Descriptor::File(file),
         };
         Ok(self.table.push(descriptor)?)
@@ -340,7 +390,7 @@ impl ViewCtx<'_> {
         fd: &Resource<Descriptor>,
         path: &str,
     ) -> Result<(), Failure> {
-        let base = self.dir(fd)?;
+        let base = self.mutable_dir(fd)?;
         Ok(self.view()?.remove_dir(&base, path)?)
     }
 
@@ -351,8 +401,8 @@ impl ViewCtx<'_> {
         new_descriptor: &Resource<Descriptor>,
         new_path: &str,
     ) -> Result<(), Failure> {
-        let old_base = self.dir(fd)?;
-        let new_base = self.dir(new_descriptor)?;
+        let old_base = self.mutable_dir(fd)?;
+        let new_base = self.mutable_dir(new_descriptor)?;
         Ok(self
             .view()?
             .rename(&old_base, old_path, &new_base, new_path)?)
@@ -363,7 +413,7 @@ impl ViewCtx<'_> {
         fd: &Resource<Descriptor>,
         path: &str,
     ) -> Result<(), Failure> {
-        let base = self.dir(fd)?;
+        let base = self.mutable_dir(fd)?;
         Ok(self.view()?.unlink(&base, path)?)
     }
 
@@ -373,7 +423,7 @@ impl ViewCtx<'_> {
         b: &Resource<Descriptor>,
     ) -> wasmtime::Result<bool> {
         Ok(match (self.table.get(a)?, self.table.get(b)?) {
-            (Descriptor::Dir(x), Descriptor::Dir(y)) => x == y,
+            (Descriptor::Dir { location: x, .. }, Descriptor::Dir { location: y, .. }) => x == y,
             (Descriptor::File(x), Descriptor::File(y)) => {
                 Arc::ptr_eq(&x.file, &y.file) || {
                     let (x, y) = (

@@ -205,8 +205,7 @@ impl types::HostDescriptor for ViewCtx<'_> {
         _length: u64,
         _advice: types::Advice,
     ) -> Result<(), FsError> {
-        self.file(&fd)?;
-        Ok(())
+        Ok(ViewCtx::advise(self, &fd)?)
     }
 
     fn sync_data(&mut self, fd: Resource<Descriptor>) -> Result<(), FsError> {
@@ -346,7 +345,8 @@ impl types::HostDescriptor for ViewCtx<'_> {
         flags: DescriptorFlags,
     ) -> Result<Resource<Descriptor>, FsError> {
         let request = open_request(path_flags, open_flags, flags);
-        Ok(ViewCtx::open_at(self, &fd, &path, request)?)
+        let mutate = flags.contains(DescriptorFlags::MUTATE_DIRECTORY);
+        Ok(ViewCtx::open_at(self, &fd, &path, request, mutate)?)
     }
 
     fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> Result<String, FsError> {

@@ -222,7 +222,7 @@ impl<U> types::HostDescriptorWithStore<U> for ViewFilesystem {
         _length: u64,
         _advice: Advice,
     ) -> Result<(), FsError> {
-        on_view(store, |ctx| ctx.file(&fd).map(drop))
+        on_view(store, |ctx| ctx.advise(&fd))
     }
 
     async fn sync_data(store: &Accessor<U, Self>, fd: Resource<Descriptor>) -> Result<(), FsError> {
@@ -369,7 +369,8 @@ impl<U> types::HostDescriptorWithStore<U> for ViewFilesystem {
             read: flags.contains(DescriptorFlags::READ),
             write: flags.contains(DescriptorFlags::WRITE),
         };
-        on_view(store, |ctx| ctx.open_at(&fd, &path, request))
+        let mutate = flags.contains(DescriptorFlags::MUTATE_DIRECTORY);
+        on_view(store, |ctx| ctx.open_at(&fd, &path, request, mutate))
     }
 
     async fn readlink_at(
