@@ -662,7 +662,9 @@ fn p3_call(toolbox: &Arc<Toolbox>, ws: &Workspace, input: serde_json::Value) -> 
 
 /// A WASI 0.3 guest parked in an async import (a clock wait of ten minutes) runs no wasm, so no epoch
 /// check can stop it: the wall-time limit drops the whole call. One that computes is stopped as a 0.2
-/// guest is. Either way the host serves the next call.
+/// guest is. One that waits on a stream nobody writes, or a future nobody completes, can never go on:
+/// wasmtime ends it at once as deadlocked, a trap. Every one is answered, and the host serves the next
+/// call.
 #[test]
 fn a_wasi_0_3_guest_parked_in_a_host_future_or_computing_stops_at_its_wall_time() {
     let toolbox = Arc::new(p3_probe(Limits {
@@ -686,6 +688,19 @@ fn a_wasi_0_3_guest_parked_in_a_host_future_or_computing_stops_at_its_wall_time(
             "{input}: {:?}",
             outcome.duration
         );
+        let next = p3_call(&toolbox, &ws, json!({"op": "noop"}));
+        assert_eq!(next.result.unwrap(), "ok", "after {input}");
+    }
+    for input in [json!({"op": "stuck_stream"}), json!({"op": "stuck_future"})] {
+        let outcome = p3_call(&toolbox, &ws, input.clone());
+        assert_eq!(
+            sandbox_error(&outcome),
+            "trap",
+            "{input}: {:?}",
+            outcome.result
+        );
+        let trap = outcome.result.unwrap_err().to_string();
+        assert!(trap.contains("deadlock"), "{input}: {trap}");
         let next = p3_call(&toolbox, &ws, json!({"op": "noop"}));
         assert_eq!(next.result.unwrap(), "ok", "after {input}");
     }

@@ -29,6 +29,10 @@ enum Input {
     Sleep { ms: u64 },
     /// Computes forever.
     Spin,
+    /// Reads a stream whose writer it holds and never writes: waits on nothing that can come.
+    StuckStream,
+    /// Awaits a future whose writer it holds and never completes.
+    StuckFuture,
     /// Grows its memory until an allocation fails.
     Grow,
     /// Opens `count` streams and holds them all.
@@ -54,7 +58,7 @@ impl bindings::Guest for P3Probe {
         let schema = json!({
             "type": "object",
             "properties": {
-                "op": {"enum": ["noop", "sleep", "spin", "grow", "streams", "fetch", "probe"]},
+                "op": {"enum": ["noop", "sleep", "spin", "stuck_stream", "stuck_future", "grow", "streams", "fetch", "probe"]},
                 "ms": {"type": "integer", "minimum": 0},
                 "count": {"type": "integer", "minimum": 0},
                 "url": {"type": "string"},
@@ -92,6 +96,16 @@ impl bindings::Guest for P3Probe {
                 loop {
                     n = std::hint::black_box(n.wrapping_add(1));
                 }
+            }
+            Input::StuckStream => {
+                let (_writer, mut reader) = wasip3::wit_stream::new::<u8>();
+                let (_, read) = reader.read(Vec::with_capacity(1)).await;
+                Ok(format!("read {} bytes nobody wrote", read.len()))
+            }
+            Input::StuckFuture => {
+                let (_writer, reader) =
+                    wasip3::wit_future::new::<Result<(), ErrorCode>>(|| Ok(()));
+                Ok(format!("got {:?} nobody sent", reader.await))
             }
             Input::Grow => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();
