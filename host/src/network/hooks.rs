@@ -1,4 +1,5 @@
 //! The `WasiHttpHooks` of a call: every request the tool makes through `wasi:http/outgoing-handler`
+//! (WASI 0.2) or `wasi:http/client` (0.3; wasmtime-wasi-http sends both generations to the same hook)
 //! (redirects included: wasi:http does not follow them, so a redirect is the tool's next request) goes
 //! to its [`CallNetwork`], which checks it before anything is sent. A struct of its own, apart from the
 //! store's view, as the crate asks.

@@ -1,7 +1,7 @@
 //! Outgoing HTTP for tools, under the same gate as their files.
 //!
-//! A tool reaches the network only through `wasi:http/outgoing-handler` (never `wasi:sockets`, which
-//! refuses a component at load), and only where its grant in the policy allows: `rules.rs` (a rule:
+//! A tool reaches the network only through `wasi:http/outgoing-handler` (or 0.3's `wasi:http/client`;
+//! never `wasi:sockets`, which refuses a component at load), and only where its grant in the policy allows: `rules.rs` (a rule:
 //! methods, origin, path glob), `grant.rs` (a tool's rules from the policy, and the decision on one
 //! request), `addresses.rs` (the host's own name resolution and the addresses it refuses),
 //! `approval.rs` (requests held for the approver), `transport.rs` (TCP to the checked address, TLS, hyper's HTTP/1.1 client, metered bodies),

@@ -176,7 +176,7 @@ pub enum PrepareError {
     SyncCall(Vec<String>),
     /// The component imports interfaces the sandbox does not grant (sockets, HTTP, another world's).
     #[error(
-        "the component imports {}, which the sandbox does not grant (it grants WASI 0.2's wasi:io, wasi:cli, wasi:clocks, wasi:filesystem, wasi:random and wasi:http's outgoing-handler, and WASI 0.3's wasi:cli, wasi:clocks, wasi:random and wasi:http's client)",
+        "the component imports {}, which the sandbox does not grant (it grants WASI 0.2's wasi:io, wasi:cli, wasi:clocks, wasi:filesystem, wasi:random and wasi:http's outgoing-handler, and WASI 0.3's wasi:cli, wasi:clocks, wasi:filesystem, wasi:random and wasi:http's client)",
         .0.join(", ")
     )]
     Imports(Vec<String>),
