@@ -92,7 +92,7 @@ fn main() {
     let root = Root::open(work.path()).unwrap();
     let origin = format!("http://127.0.0.1:{port}");
     let policy = Policy::from_toml(&format!(
-        "[tools.fetch_p2.network]\nget = [\"{origin}/**\"]\n[tools.p3_probe.network]\nget = [\"{origin}/**\"]\n"
+        "default = \"read-only\"\n[tools.fetch_p2.network]\nget = [\"{origin}/**\"]\n[tools.p3_probe.network]\nget = [\"{origin}/**\"]\n"
     ))
     .unwrap();
     let call = |tool: &str, input: &str| {
