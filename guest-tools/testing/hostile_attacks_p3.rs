@@ -116,10 +116,24 @@ async fn open(path: &str, open_flags: OpenFlags, flags: DescriptorFlags) -> Resu
         .map_err(|code| failed(path, code))
 }
 
+/// The whole file, read into a buffer of its size (as `std::fs::read` does for a 0.2 guest), one stream
+/// read after another until the stream ends.
 async fn read(path: &str) -> Result<Vec<u8>, ToolError> {
     let file = open(path, OpenFlags::empty(), DescriptorFlags::READ).await?;
-    let (stream, done) = file.read_via_stream(0);
-    let content = stream.collect().await;
+    let size = file.stat().await.map_err(|code| failed(path, code))?.size;
+    let (mut stream, done) = file.read_via_stream(0);
+    let mut content = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
+    loop {
+        if content.len() == content.capacity() {
+            content.reserve(content.capacity().max(4096));
+        }
+        let (result, buffer) = stream.read(content).await;
+        content = buffer;
+        if !matches!(result, wasip3::wit_bindgen::StreamResult::Complete(_)) {
+            break;
+        }
+    }
+    drop(stream);
     done.await.map_err(|code| failed(path, code))?;
     Ok(content)
 }
