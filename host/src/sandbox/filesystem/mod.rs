@@ -94,6 +94,54 @@ pub(crate) struct Flags {
 /// A new timestamp, as `set-times` asks for it: unchanged, now, or this time.
 pub(crate) type NewTime = Option<SystemTime>;
 
+/// `From<ViewError>` for a generation's `error-code`, whose cases bear the same names in 0.2 and 0.3.
+macro_rules! view_error_codes {
+    ($code:ident) => {
+        impl From<ViewError> for $code {
+            fn from(error: ViewError) -> $code {
+                match error {
+                    ViewError::NoEntry => $code::NoEntry,
+                    ViewError::Access => $code::Access,
+                    ViewError::NotPermitted => $code::NotPermitted,
+                    ViewError::ReadOnly => $code::ReadOnly,
+                    ViewError::Exist => $code::Exist,
+                    ViewError::IsDirectory => $code::IsDirectory,
+                    ViewError::NotDirectory => $code::NotDirectory,
+                    ViewError::NotEmpty => $code::NotEmpty,
+                    ViewError::Loop => $code::Loop,
+                    ViewError::Invalid => $code::Invalid,
+                    ViewError::CrossDevice => $code::CrossDevice,
+                    ViewError::InsufficientSpace => $code::InsufficientSpace,
+                    ViewError::Busy => $code::Busy,
+                    ViewError::NameTooLong => $code::NameTooLong,
+                    ViewError::Io => $code::Io,
+                }
+            }
+        }
+    };
+}
+pub(crate) use view_error_codes;
+
+/// `descriptor_type`: a generation's `descriptor-type` of an entry kind (the same names in 0.2 and 0.3
+/// but for what an unknown kind is).
+macro_rules! descriptor_types {
+    ($type:ident, $unknown:expr) => {
+        fn descriptor_type(kind: EntryKind) -> $type {
+            match kind {
+                EntryKind::File => $type::RegularFile,
+                EntryKind::Dir => $type::Directory,
+                EntryKind::Symlink => $type::SymbolicLink,
+                EntryKind::Fifo => $type::Fifo,
+                EntryKind::Socket => $type::Socket,
+                EntryKind::CharDevice => $type::CharacterDevice,
+                EntryKind::BlockDevice => $type::BlockDevice,
+                EntryKind::Unknown => $unknown,
+            }
+        }
+    };
+}
+pub(crate) use descriptor_types;
+
 /// A `metadata-hash` of a stat: its object's identity, mixed.
 pub(crate) fn metadata_hash(stat: &Stat) -> (u64, u64) {
     let (dev, ino) = stat.object;

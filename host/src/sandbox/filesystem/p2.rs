@@ -34,27 +34,7 @@ const READ_AHEAD: usize = 16 * 1024;
 /// A `directory-entry-stream` resource: the entries the view showed when the directory was read.
 pub struct DirectoryEntries(std::vec::IntoIter<(String, EntryKind)>);
 
-impl From<ViewError> for ErrorCode {
-    fn from(error: ViewError) -> ErrorCode {
-        match error {
-            ViewError::NoEntry => ErrorCode::NoEntry,
-            ViewError::Access => ErrorCode::Access,
-            ViewError::NotPermitted => ErrorCode::NotPermitted,
-            ViewError::ReadOnly => ErrorCode::ReadOnly,
-            ViewError::Exist => ErrorCode::Exist,
-            ViewError::IsDirectory => ErrorCode::IsDirectory,
-            ViewError::NotDirectory => ErrorCode::NotDirectory,
-            ViewError::NotEmpty => ErrorCode::NotEmpty,
-            ViewError::Loop => ErrorCode::Loop,
-            ViewError::Invalid => ErrorCode::Invalid,
-            ViewError::CrossDevice => ErrorCode::CrossDevice,
-            ViewError::InsufficientSpace => ErrorCode::InsufficientSpace,
-            ViewError::Busy => ErrorCode::Busy,
-            ViewError::NameTooLong => ErrorCode::NameTooLong,
-            ViewError::Io => ErrorCode::Io,
-        }
-    }
-}
+super::view_error_codes!(ErrorCode);
 
 impl From<Failure> for FsError {
     fn from(failure: Failure) -> FsError {
@@ -67,18 +47,7 @@ impl From<Failure> for FsError {
     }
 }
 
-fn descriptor_type(kind: EntryKind) -> DescriptorType {
-    match kind {
-        EntryKind::File => DescriptorType::RegularFile,
-        EntryKind::Dir => DescriptorType::Directory,
-        EntryKind::Symlink => DescriptorType::SymbolicLink,
-        EntryKind::Fifo => DescriptorType::Fifo,
-        EntryKind::Socket => DescriptorType::Socket,
-        EntryKind::CharDevice => DescriptorType::CharacterDevice,
-        EntryKind::BlockDevice => DescriptorType::BlockDevice,
-        EntryKind::Unknown => DescriptorType::Unknown,
-    }
-}
+super::descriptor_types!(DescriptorType, DescriptorType::Unknown);
 
 fn datetime(ns: Option<i128>) -> Option<Datetime> {
     let ns = ns?;

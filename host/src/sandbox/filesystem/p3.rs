@@ -37,27 +37,7 @@ pub(crate) type FsError = wasmtime_wasi::TrappableError<ErrorCode>;
 /// Most bytes a read stream moves into the guest at once (the guest's own buffer may be smaller).
 const READ_CHUNK: usize = 64 * 1024;
 
-impl From<ViewError> for ErrorCode {
-    fn from(error: ViewError) -> ErrorCode {
-        match error {
-            ViewError::NoEntry => ErrorCode::NoEntry,
-            ViewError::Access => ErrorCode::Access,
-            ViewError::NotPermitted => ErrorCode::NotPermitted,
-            ViewError::ReadOnly => ErrorCode::ReadOnly,
-            ViewError::Exist => ErrorCode::Exist,
-            ViewError::IsDirectory => ErrorCode::IsDirectory,
-            ViewError::NotDirectory => ErrorCode::NotDirectory,
-            ViewError::NotEmpty => ErrorCode::NotEmpty,
-            ViewError::Loop => ErrorCode::Loop,
-            ViewError::Invalid => ErrorCode::Invalid,
-            ViewError::CrossDevice => ErrorCode::CrossDevice,
-            ViewError::InsufficientSpace => ErrorCode::InsufficientSpace,
-            ViewError::Busy => ErrorCode::Busy,
-            ViewError::NameTooLong => ErrorCode::NameTooLong,
-            ViewError::Io => ErrorCode::Io,
-        }
-    }
-}
+super::view_error_codes!(ErrorCode);
 
 impl From<Failure> for FsError {
     fn from(failure: Failure) -> FsError {
@@ -78,18 +58,8 @@ fn code(failure: Failure) -> ErrorCode {
     }
 }
 
-fn descriptor_type(kind: EntryKind) -> DescriptorType {
-    match kind {
-        EntryKind::File => DescriptorType::RegularFile,
-        EntryKind::Dir => DescriptorType::Directory,
-        EntryKind::Symlink => DescriptorType::SymbolicLink,
-        EntryKind::Fifo => DescriptorType::Fifo,
-        EntryKind::Socket => DescriptorType::Socket,
-        EntryKind::CharDevice => DescriptorType::CharacterDevice,
-        EntryKind::BlockDevice => DescriptorType::BlockDevice,
-        EntryKind::Unknown => DescriptorType::Other(None),
-    }
-}
+// 0.3 has no `unknown` type: its catch-all is `other`.
+super::descriptor_types!(DescriptorType, DescriptorType::Other(None));
 
 fn instant(ns: Option<i128>) -> Option<Instant> {
     let ns = ns?;
