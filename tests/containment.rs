@@ -169,6 +169,52 @@ fn symlinks_leading_outside_are_contained() {
     }
 }
 
+/// A directory descriptor is a capability, as WASI says: no path taken from it climbs above it, by `..`
+/// or through a symlink (even to a file the call may read), and only one opened with `mutate-directory`
+/// can have entries made in it. The view of either generation holds to this; a 0.3 guest is the one
+/// that works with descriptors directly.
+#[test]
+fn a_wasi_0_3_guest_s_directory_descriptor_confines_its_paths_and_rights() {
+    let ws = Workspace::new();
+    ws.write("sub/inside.txt", "inside\n");
+    ws.write("beside.txt", "beside\n");
+    std::os::unix::fs::symlink("../beside.txt", ws.root_path().join("sub/up")).unwrap();
+    let read = |arg: &str| {
+        attack(
+            &ws,
+            "hostile_rw_p3",
+            json!({"attack": "read_from", "path": "sub", "arg": arg}),
+        )
+    };
+    assert_eq!(
+        read("inside.txt").result.unwrap(),
+        "read inside.txt: inside\n"
+    );
+    for arg in ["../beside.txt", "up"] {
+        let e = assert_contained(&read(arg));
+        assert!(matches!(e, ToolError::Denied(_)), "{arg}: {e:?}");
+    }
+    let before = ws.tree();
+    let e = assert_contained(&attack(
+        &ws,
+        "hostile_rw_p3",
+        json!({"attack": "write_from", "path": "sub", "arg": "new.txt"}),
+    ));
+    assert!(matches!(e, ToolError::Denied(_)), "{e:?}");
+    assert_eq!(
+        ws.tree(),
+        before,
+        "nothing made through a directory without mutate-directory"
+    );
+    let outcome = attack(
+        &ws,
+        "hostile_rw_p3",
+        json!({"attack": "write_from_mutable", "path": "sub", "arg": "new.txt"}),
+    );
+    assert_eq!(outcome.result.unwrap(), "wrote new.txt");
+    assert_eq!(ws.read("sub/new.txt"), "PWNED");
+}
+
 /// WASI 0.3 lets a guest ask for a symlink or a hard link directly (0.2's std has no stable way): the
 /// view makes neither, whether it would lead outside the root or stay inside, so no effect can reach a
 /// file the approval never named.

@@ -189,6 +189,14 @@ async fn walk(dir: String, seen: &mut Vec<String>) {
     }
 }
 
+/// The directory `path` opened from the preopen with `rights`, and `arg`, for the `*_from` attacks.
+async fn from(input: &Input, rights: DescriptorFlags) -> Result<(Descriptor, String), ToolError> {
+    let (Some(dir), Some(arg)) = (input.path.as_deref(), input.arg.clone()) else {
+        return Err(ToolError::InvalidInput(format!("{} needs path and arg", input.attack)));
+    };
+    Ok((open(dir, OpenFlags::DIRECTORY, rights).await?, arg))
+}
+
 fn spin() -> ! {
     let mut counter = 0u64;
     loop {
@@ -256,6 +264,39 @@ async fn attack(input: &Input) -> Result<String, ToolError> {
                 .await
                 .map_err(|code| failed(link, code))?;
             Ok(format!("ESCAPED symlink {link} to {to}"))
+        }
+        // From a directory descriptor opened at `path` (the preopen's own rights aside), reads `arg`.
+        "read_from" => {
+            let (dir, arg) = from(input, DescriptorFlags::READ).await?;
+            let file = dir
+                .open_at(PathFlags::SYMLINK_FOLLOW, arg.clone(), OpenFlags::empty(), DescriptorFlags::READ)
+                .await
+                .map_err(|code| failed(&arg, code))?;
+            let (stream, done) = file.read_via_stream(0);
+            let content = stream.collect().await;
+            done.await.map_err(|code| failed(&arg, code))?;
+            Ok(format!("read {arg}: {}", String::from_utf8_lossy(&content)))
+        }
+        // From a directory descriptor opened at `path` without (`write_from`) or with
+        // (`write_from_mutable`) `mutate-directory`, creates `arg` and writes `PWNED` to it.
+        "write_from" | "write_from_mutable" => {
+            let rights = if input.attack == "write_from" {
+                DescriptorFlags::READ
+            } else {
+                DescriptorFlags::READ | DescriptorFlags::MUTATE_DIRECTORY
+            };
+            let (dir, arg) = from(input, rights).await?;
+            let file = dir
+                .open_at(
+                    PathFlags::empty(),
+                    arg.clone(),
+                    OpenFlags::CREATE | OpenFlags::TRUNCATE,
+                    DescriptorFlags::WRITE,
+                )
+                .await
+                .map_err(|code| failed(&arg, code))?;
+            write_through(&file, &arg, b"PWNED", Some(0)).await?;
+            Ok(format!("wrote {arg}"))
         }
         "stat" => {
             let target = input.target()?;
