@@ -175,42 +175,40 @@ fn symlinks_leading_outside_are_contained() {
 /// that works with descriptors directly.
 #[test]
 fn a_wasi_0_3_guest_s_directory_descriptor_confines_its_paths_and_rights() {
+    // The whole root is granted, writable (`path` is `.`): only the descriptor stands in the way.
     let ws = Workspace::new();
     ws.write("sub/inside.txt", "inside\n");
     ws.write("beside.txt", "beside\n");
     std::os::unix::fs::symlink("../beside.txt", ws.root_path().join("sub/up")).unwrap();
-    let read = |arg: &str| {
+    let from = |attack_name: &str, arg: &str| {
         attack(
             &ws,
             "hostile_rw_p3",
-            json!({"attack": "read_from", "path": "sub", "arg": arg}),
+            json!({"attack": attack_name, "path": ".", "arg": arg}),
         )
     };
     assert_eq!(
-        read("inside.txt").result.unwrap(),
+        from("read_from", "sub/inside.txt").result.unwrap(),
         "read inside.txt: inside\n"
     );
-    for arg in ["../beside.txt", "up"] {
-        let e = assert_contained(&read(arg));
+    // The same file is readable from the root: only climbing out of `sub` is refused.
+    assert_eq!(
+        from("read_from", "./beside.txt").result.unwrap(),
+        "read beside.txt: beside\n"
+    );
+    for arg in ["sub/../beside.txt", "sub/up"] {
+        let e = assert_contained(&from("read_from", arg));
         assert!(matches!(e, ToolError::Denied(_)), "{arg}: {e:?}");
     }
     let before = ws.tree();
-    let e = assert_contained(&attack(
-        &ws,
-        "hostile_rw_p3",
-        json!({"attack": "write_from", "path": "sub", "arg": "new.txt"}),
-    ));
+    let e = assert_contained(&from("write_from", "sub/new.txt"));
     assert!(matches!(e, ToolError::Denied(_)), "{e:?}");
     assert_eq!(
         ws.tree(),
         before,
         "nothing made through a directory without mutate-directory"
     );
-    let outcome = attack(
-        &ws,
-        "hostile_rw_p3",
-        json!({"attack": "write_from_mutable", "path": "sub", "arg": "new.txt"}),
-    );
+    let outcome = from("write_from_mutable", "sub/new.txt");
     assert_eq!(outcome.result.unwrap(), "wrote new.txt");
     assert_eq!(ws.read("sub/new.txt"), "PWNED");
 }

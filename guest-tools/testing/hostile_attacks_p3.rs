@@ -189,12 +189,13 @@ async fn walk(dir: String, seen: &mut Vec<String>) {
     }
 }
 
-/// The directory `path` opened from the preopen with `rights`, and `arg`, for the `*_from` attacks.
+/// For the `*_from` attacks, `arg` is `DIR/PATH`: the directory `DIR` opened from the preopen with
+/// `rights`, and `PATH`, to be taken from it.
 async fn from(input: &Input, rights: DescriptorFlags) -> Result<(Descriptor, String), ToolError> {
-    let (Some(dir), Some(arg)) = (input.path.as_deref(), input.arg.clone()) else {
-        return Err(ToolError::InvalidInput(format!("{} needs path and arg", input.attack)));
+    let Some((dir, path)) = input.arg.as_deref().and_then(|arg| arg.split_once('/')) else {
+        return Err(ToolError::InvalidInput(format!("{} needs arg DIR/PATH", input.attack)));
     };
-    Ok((open(dir, OpenFlags::DIRECTORY, rights).await?, arg))
+    Ok((open(dir, OpenFlags::DIRECTORY, rights).await?, path.to_owned()))
 }
 
 fn spin() -> ! {
@@ -265,7 +266,7 @@ async fn attack(input: &Input) -> Result<String, ToolError> {
                 .map_err(|code| failed(link, code))?;
             Ok(format!("ESCAPED symlink {link} to {to}"))
         }
-        // From a directory descriptor opened at `path` (the preopen's own rights aside), reads `arg`.
+        // From a directory descriptor opened at `arg`'s first component, reads the rest of `arg`.
         "read_from" => {
             let (dir, arg) = from(input, DescriptorFlags::READ).await?;
             let file = dir
@@ -277,8 +278,8 @@ async fn attack(input: &Input) -> Result<String, ToolError> {
             done.await.map_err(|code| failed(&arg, code))?;
             Ok(format!("read {arg}: {}", String::from_utf8_lossy(&content)))
         }
-        // From a directory descriptor opened at `path` without (`write_from`) or with
-        // (`write_from_mutable`) `mutate-directory`, creates `arg` and writes `PWNED` to it.
+        // From a directory descriptor opened at `arg`'s first component without (`write_from`) or
+        // with (`write_from_mutable`) `mutate-directory`, creates the rest of `arg`, writing `PWNED`.
         "write_from" | "write_from_mutable" => {
             let rights = if input.attack == "write_from" {
                 DescriptorFlags::READ
