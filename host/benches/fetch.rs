@@ -13,46 +13,15 @@
 
 mod support;
 
-use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Full};
-use hyper::{Request, Response};
-use support::{median, row};
+use http_body_util::{BodyExt, Empty};
+use hyper::Request;
+use support::{KIB, kib_server, median, row};
 use turngate::{CacheSetting, Policy, Root, Toolbox};
 
 const SAMPLES: usize = 2000;
-const KIB: &[u8] = &[b'x'; 1024];
-
-/// Serves `GET /kib` on 127.0.0.1 from a runtime of its own; answers the port.
-fn server(runtime: &tokio::runtime::Runtime) -> u16 {
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    runtime.spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(|_request| async {
-                    Ok::<_, Infallible>(
-                        Response::builder()
-                            .header("content-type", "text/plain")
-                            .body(Full::new(Bytes::from_static(KIB)))
-                            .unwrap(),
-                    )
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    port
-}
 
 /// One native GET: a new connection, one HTTP/1.1 exchange, the whole body read.
 async fn native_get(port: u16) -> usize {
@@ -84,7 +53,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let port = server(&server_runtime);
+    let port = kib_server(&server_runtime);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -17,45 +17,16 @@
 
 mod support;
 
-use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::Response;
-use support::row;
+use support::{kib_server, row};
 use turngate::{CacheSetting, Limits, Policy, Root, Toolbox};
 
 const SAMPLES: usize = 2000;
 const BIG_SAMPLES: usize = 400;
-const KIB: &[u8] = &[b'x'; 1024];
 
 /// A tool and its input.
 type Call<'a> = (&'a str, &'a str);
-
-/// Serves 1 KiB for any request on 127.0.0.1 from a runtime of its own; answers the port.
-fn server(runtime: &tokio::runtime::Runtime) -> u16 {
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    runtime.spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(|_request| async {
-                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(KIB))))
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    port
-}
 
 fn main() {
     let server_runtime = tokio::runtime::Builder::new_multi_thread()
@@ -63,7 +34,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let port = server(&server_runtime);
+    let port = kib_server(&server_runtime);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -2,10 +2,14 @@
 
 #![allow(dead_code)] // each bench uses its own subset
 
+use std::convert::Infallible;
 use std::io::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Response;
 use serde_json::json;
 
 /// The median of `samples`.
@@ -116,4 +120,36 @@ pub fn spawn_mcp(root: &Path, cache: &Path) -> std::process::Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
+}
+
+/// The body `kib_server` answers with.
+pub const KIB: &[u8] = &[b'x'; 1024];
+
+/// Serves [`KIB`] (`text/plain`) for any request on 127.0.0.1 from `runtime`; answers the port.
+pub fn kib_server(runtime: &tokio::runtime::Runtime) -> u16 {
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    runtime.spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|_request| async {
+                    Ok::<_, Infallible>(
+                        Response::builder()
+                            .header("content-type", "text/plain")
+                            .body(Full::new(Bytes::from_static(KIB)))
+                            .unwrap(),
+                    )
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    port
 }
