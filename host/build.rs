@@ -48,6 +48,7 @@ const TEST_ONLY: &[&str] = &[
     "p3_probe",
     "fetch_p2",
     "noop",
+    "noop_p3",
     "bad_schema",
     "spin_describe",
     "busy",
