@@ -787,9 +787,10 @@ fn a_wasi_0_3_call_stops_when_cancelled_whether_it_waits_or_computes() {
     }
 }
 
-/// A WASI 0.3 guest's memory is bounded as a 0.2 guest's is, and so are the streams it may open: a
-/// thousand are fine; thirty thousand (sixty thousand handles, each end one, in host memory the memory
-/// limit does not see) pass the call's bound of 50,000 handles and end the call.
+/// A WASI 0.3 guest's memory is bounded as a 0.2 guest's is, and so are the streams and subtasks it may
+/// open: a thousand are fine; thirty thousand streams (sixty thousand handles, each end one, in host
+/// memory the memory limit does not see), or sixty thousand subtasks waiting at once, pass the call's
+/// bound of 50,000 handles and end the call.
 #[test]
 fn a_wasi_0_3_guest_s_memory_and_stream_handles_are_bounded() {
     let toolbox = Arc::new(p3_probe(Limits {
@@ -803,6 +804,13 @@ fn a_wasi_0_3_guest_s_memory_and_stream_handles_are_bounded() {
     let outcome = p3_call(&toolbox, &ws, json!({"op": "streams", "count": 1000}));
     assert_eq!(outcome.result.unwrap(), "opened 1000");
     let outcome = p3_call(&toolbox, &ws, json!({"op": "streams", "count": 30_000}));
+    assert_eq!(sandbox_error(&outcome), "trap", "{:?}", outcome.result);
+    let trap = outcome.result.unwrap_err().to_string();
+    assert!(trap.contains("handle limit exceeded"), "{trap}");
+    // Subtasks are handles too: a thousand waiting at once are fine, sixty thousand end the call.
+    let outcome = p3_call(&toolbox, &ws, json!({"op": "subtasks", "count": 1000}));
+    assert_eq!(outcome.result.unwrap(), "waited in 1000 subtasks");
+    let outcome = p3_call(&toolbox, &ws, json!({"op": "subtasks", "count": 60_000}));
     assert_eq!(sandbox_error(&outcome), "trap", "{:?}", outcome.result);
     let trap = outcome.result.unwrap_err().to_string();
     assert!(trap.contains("handle limit exceeded"), "{trap}");

@@ -37,6 +37,9 @@ enum Input {
     Grow,
     /// Opens `count` streams and holds them all.
     Streams { count: usize },
+    /// Starts `count` tasks that each wait 50 ms on a host clock (`count` subtasks at once), and answers
+    /// after 100 ms.
+    Subtasks { count: usize },
     /// Sends a GET to `url` (declared in `url-fields`) and answers with the status and the body.
     Fetch { url: String },
     /// A request to `target`, which is not declared (only the network hook checks it), with
@@ -58,7 +61,7 @@ impl bindings::Guest for P3Probe {
         let schema = json!({
             "type": "object",
             "properties": {
-                "op": {"enum": ["noop", "sleep", "spin", "stuck_stream", "stuck_future", "grow", "streams", "fetch", "probe"]},
+                "op": {"enum": ["noop", "sleep", "spin", "stuck_stream", "stuck_future", "grow", "streams", "subtasks", "fetch", "probe"]},
                 "ms": {"type": "integer", "minimum": 0},
                 "count": {"type": "integer", "minimum": 0},
                 "url": {"type": "string"},
@@ -117,6 +120,16 @@ impl bindings::Guest for P3Probe {
             Input::Streams { count } => {
                 let held: Vec<_> = (0..count).map(|_| wasip3::wit_stream::new::<u8>()).collect();
                 Ok(format!("opened {}", held.len()))
+            }
+            Input::Subtasks { count } => {
+                for _ in 0..count {
+                    wasip3::wit_bindgen::spawn_local(async {
+                        wasip3::clocks::monotonic_clock::wait_for(50_000_000).await;
+                    });
+                }
+                // While this waits, each spawned task starts its own wait: a subtask the host holds.
+                wasip3::clocks::monotonic_clock::wait_for(100_000_000).await;
+                Ok(format!("waited in {count} subtasks"))
             }
             Input::Fetch { url } => send(&url, "GET", &[], None).await,
             Input::Probe {
