@@ -1252,6 +1252,107 @@ fn a_post_under_ask_is_sent_once_on_yes_and_never_on_no_or_without_an_approver()
     );
 }
 
+/// The hook's other duties hold for a tool built for WASI 0.3 as for 0.2's: a secret is added to the
+/// requests to its origin only and masked in what comes back; a write under `ask` is sent once on yes
+/// and never on no or without an approver; and the byte limit stops the call.
+#[test]
+fn a_wasi_0_3_tool_s_requests_get_the_same_secrets_approvals_and_limits() {
+    let server = TestServer::start();
+    let value = "s3cret-token-0d3c9a";
+    let secrets = tempfile::tempdir().unwrap();
+    std::fs::write(secrets.path().join("token"), value).unwrap();
+    let secret_origin = format!("http://127.0.0.1:{}", server.port);
+    let other = server.origin("allowed.test");
+    let policy = policy(&format!(
+        r#"
+        [secrets.api]
+        file = "{}"
+        origins = ["{secret_origin}"]
+        [tools.p3_probe.network]
+        get = ["{secret_origin}/**", "{other}/**"]
+        write = ["POST {other}/items"]
+        approval = "ask"
+        "#,
+        secrets.path().join("token").display()
+    ));
+    let run_with = |toolbox: &Toolbox, approver: Option<&Recording>, input: Value| {
+        let ws = Workspace::new();
+        let effects = turngate::Effects::default();
+        let mut context = turngate::CallContext::new(&ws.root, &policy, &effects);
+        context.approver = approver.map(|a| a as &dyn turngate::Approver);
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(toolbox.call_in(&mut context, "p3_probe", &input.to_string()))
+    };
+    let fetch = |url: String| json!({"op": "fetch", "url": url});
+
+    // The secret goes to its origin, and its echo comes back masked; another origin gets nothing.
+    let outcome = run_with(toolbox(), None, fetch(format!("{secret_origin}/echo")));
+    let echoed = outcome.result.as_deref().unwrap();
+    assert!(
+        echoed.contains(&format!("authorization: {}", "*".repeat(7 + value.len()))),
+        "{echoed}"
+    );
+    assert!(!outcome.to_json().to_string().contains(value));
+    assert_eq!(outcome.requests[0].secrets, ["api"]);
+    assert_eq!(outcome.requests[0].masked, ["api"]);
+    let outcome = run_with(toolbox(), None, fetch(format!("{other}/echo")));
+    assert!(!outcome.result.as_deref().unwrap().contains("authorization"));
+    assert!(outcome.requests[0].secrets.is_empty());
+    let seen = server.seen();
+    assert_eq!(
+        header_of(&seen[0].headers, "authorization"),
+        format!("Bearer {value}")
+    );
+    assert_eq!(header_of(&seen[1].headers, "authorization"), "");
+
+    // A POST under `ask`: refused without an approver and on no, sent once on yes.
+    let post = json!({"op": "probe", "target": format!("{other}/items"), "method": "POST", "body": "the body"});
+    let no = Recording {
+        yes: false,
+        shown: Mutex::default(),
+    };
+    for approver in [None, Some(&no)] {
+        let outcome = run_with(toolbox(), approver, post.clone());
+        assert!(
+            matches!(&outcome.result, Err(CallError::Run(RunError::Tool(e))) if e.to_string().contains("HttpRequestDenied")),
+            "{outcome:?}"
+        );
+        assert_eq!(outcome.requests[0].approved, Some(false));
+        assert_eq!(outcome.requests[0].address, None, "nothing was sent");
+    }
+    assert_eq!(no.shown.lock().unwrap().len(), 1);
+    let yes = Recording {
+        yes: true,
+        shown: Mutex::default(),
+    };
+    let outcome = run_with(toolbox(), Some(&yes), post);
+    assert_eq!(outcome.result.as_deref().unwrap(), "200 ok");
+    assert_eq!(outcome.requests[0].approved, Some(true));
+    let posts: Vec<Seen> = server
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "POST")
+        .collect();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(posts[0].body, "the body");
+
+    // More bytes than the limit: the call stops at the limit.
+    let limited = toolbox_with(NetworkLimits {
+        max_bytes_received: 16 * 1024,
+        ..NetworkLimits::default()
+    });
+    let outcome = run_with(&limited, None, fetch(format!("{other}/big")));
+    match &outcome.result {
+        Err(CallError::Run(RunError::NetworkLimit(limit))) => {
+            assert!(limit.to_string().contains("bytes received"), "{limit}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn turngate_call_runs_fetch_under_the_policy_file_and_prints_the_requests() {
     let server = TestServer::start();
