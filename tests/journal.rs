@@ -13,7 +13,7 @@ mod common;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use common::{Workspace, bundled};
+use common::{HOSTILE_RW, Workspace, bundled, hostile};
 use serde_json::json;
 use turngate::effects::EffectError;
 use turngate::effects::journal::{Journal, JournalEntry, Retention, UndoError, UndoTarget};
@@ -424,5 +424,31 @@ fn each_journal_reads_on_whatever_another_appended_since_it_last_looked() {
     }
     for name in ["a0.txt", "a1.txt", "b0.txt", "b1.txt"] {
         assert!(!ws.root_path().join(name).exists(), "{name} undone");
+    }
+}
+
+/// What a tool of either WASI generation changes goes through the same journal: the change is recorded
+/// under its call ID with the file's pre-image, and undoing the call puts the file back.
+#[test]
+fn a_change_by_a_tool_of_either_generation_is_journaled_and_undone() {
+    for tool in HOSTILE_RW {
+        let ws = Workspace::new();
+        ws.write("notes.txt", "the user's notes\n");
+        let effects = Effects::new(Retention::default());
+        let policy = Policy::allow_all();
+        let mut context = CallContext::new(&ws.root, &policy, &effects);
+        context.call_id = Some("c1".into());
+        let input = json!({"attack": "write", "path": "notes.txt"}).to_string();
+        let outcome = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(hostile().call_in(&mut context, tool, &input));
+        assert!(outcome.result.is_ok(), "{tool}: {:?}", outcome.result);
+        assert_eq!(ws.read("notes.txt"), "PWNED", "{tool}");
+        let entries = open(&ws).unwrap().entries().unwrap();
+        assert_eq!(entry(&entries, "c1").tool, tool);
+        assert_eq!(undo(&ws, "c1").unwrap().len(), 1, "{tool}");
+        assert_eq!(ws.read("notes.txt"), "the user's notes\n", "{tool}");
     }
 }
