@@ -14,23 +14,38 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use common::{HOSTILE_RW, Workspace, bundled, hostile};
-use serde_json::json;
+use serde_json::{Value, json};
 use turngate::effects::EffectError;
 use turngate::effects::journal::{Journal, JournalEntry, Retention, UndoError, UndoTarget};
-use turngate::{CallContext, Effects, Policy};
+use turngate::{CallContext, Effects, Policy, Toolbox};
 
 /// Writes `content` to `path` as call `id`, through `effects` (one journal for the whole test).
 fn write(ws: &Workspace, effects: &Effects, id: &str, path: &str, content: &str) {
+    let input = json!({"path": path, "content": content});
+    call_as(ws, effects, id, (bundled(), "write_file"), input);
+}
+
+/// Calls `tool` of `toolbox` with `input` as call `id`, through `effects`, and checks that it succeeded.
+fn call_as(
+    ws: &Workspace,
+    effects: &Effects,
+    id: &str,
+    (toolbox, tool): (&Toolbox, &str),
+    input: Value,
+) {
     let policy = Policy::allow_all();
     let mut context = CallContext::new(&ws.root, &policy, effects);
     context.call_id = Some(id.into());
-    let input = json!({"path": path, "content": content}).to_string();
     let outcome = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
-        .block_on(bundled().call_in(&mut context, "write_file", &input));
-    assert!(outcome.result.is_ok(), "{id}: {:?}", outcome.result);
+        .block_on(toolbox.call_in(&mut context, tool, &input.to_string()));
+    assert!(
+        outcome.result.is_ok(),
+        "{id} ({tool}): {:?}",
+        outcome.result
+    );
 }
 
 fn state(ws: &Workspace) -> PathBuf {
@@ -435,16 +450,8 @@ fn a_change_by_a_tool_of_either_generation_is_journaled_and_undone() {
         let ws = Workspace::new();
         ws.write("notes.txt", "the user's notes\n");
         let effects = Effects::new(Retention::default());
-        let policy = Policy::allow_all();
-        let mut context = CallContext::new(&ws.root, &policy, &effects);
-        context.call_id = Some("c1".into());
-        let input = json!({"attack": "write", "path": "notes.txt"}).to_string();
-        let outcome = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(hostile().call_in(&mut context, tool, &input));
-        assert!(outcome.result.is_ok(), "{tool}: {:?}", outcome.result);
+        let input = json!({"attack": "write", "path": "notes.txt"});
+        call_as(&ws, &effects, "c1", (hostile(), tool), input);
         assert_eq!(ws.read("notes.txt"), "PWNED", "{tool}");
         let entries = open(&ws).unwrap().entries().unwrap();
         assert_eq!(entry(&entries, "c1").tool, tool);

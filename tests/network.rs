@@ -229,6 +229,14 @@ impl TestServer {
         self.seen.lock().unwrap().clone()
     }
 
+    /// The requests it saw with `method`.
+    fn seen_with(&self, method: &str) -> Vec<Seen> {
+        self.seen()
+            .into_iter()
+            .filter(|s| s.method == method)
+            .collect()
+    }
+
     fn paths(&self) -> Vec<String> {
         self.seen().into_iter().map(|s| s.path).collect()
     }
@@ -1180,6 +1188,26 @@ impl turngate::Approver for Recording {
     }
 }
 
+/// Calls `tool` with `input` in a fresh workspace, its approvals asked of `approver` (none: every
+/// request that needs one is refused).
+fn call_asking(
+    toolbox: &Toolbox,
+    policy: &Policy,
+    approver: Option<&Recording>,
+    tool: &str,
+    input: &str,
+) -> CallOutcome {
+    let ws = Workspace::new();
+    let effects = turngate::Effects::default();
+    let mut context = turngate::CallContext::new(&ws.root, policy, &effects);
+    context.approver = approver.map(|a| a as &dyn turngate::Approver);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(toolbox.call_in(&mut context, tool, input))
+}
+
 #[test]
 fn a_post_under_ask_is_sent_once_on_yes_and_never_on_no_or_without_an_approver() {
     let server = TestServer::start();
@@ -1193,15 +1221,7 @@ fn a_post_under_ask_is_sent_once_on_yes_and_never_on_no_or_without_an_approver()
     ]})
     .to_string();
     let run_with = |approver: Option<&Recording>| {
-        let ws = Workspace::new();
-        let effects = turngate::Effects::default();
-        let mut context = turngate::CallContext::new(&ws.root, &policy, &effects);
-        context.approver = approver.map(|a| a as &dyn turngate::Approver);
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(toolbox().call_in(&mut context, "net_probe", &input))
+        call_asking(toolbox(), &policy, approver, "net_probe", &input)
     };
     for approver in [
         None,
@@ -1240,11 +1260,7 @@ fn a_post_under_ask_is_sent_once_on_yes_and_never_on_no_or_without_an_approver()
         ),
         ("POST", 8, Some("the body"))
     );
-    let posts: Vec<Seen> = server
-        .seen()
-        .into_iter()
-        .filter(|s| s.method == "POST")
-        .collect();
+    let posts = server.seen_with("POST");
     assert_eq!(posts.len(), 1, "{posts:?}");
     assert_eq!(
         posts[0].body, "the body",
@@ -1276,15 +1292,7 @@ fn a_wasi_0_3_tool_s_requests_get_the_same_secrets_approvals_and_limits() {
         secrets.path().join("token").display()
     ));
     let run_with = |toolbox: &Toolbox, approver: Option<&Recording>, input: Value| {
-        let ws = Workspace::new();
-        let effects = turngate::Effects::default();
-        let mut context = turngate::CallContext::new(&ws.root, &policy, &effects);
-        context.approver = approver.map(|a| a as &dyn turngate::Approver);
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(toolbox.call_in(&mut context, "p3_probe", &input.to_string()))
+        call_asking(toolbox, &policy, approver, "p3_probe", &input.to_string())
     };
     let fetch = |url: String| json!({"op": "fetch", "url": url});
 
@@ -1331,11 +1339,7 @@ fn a_wasi_0_3_tool_s_requests_get_the_same_secrets_approvals_and_limits() {
     let outcome = run_with(toolbox(), Some(&yes), post);
     assert_eq!(outcome.result.as_deref().unwrap(), "200 ok");
     assert_eq!(outcome.requests[0].approved, Some(true));
-    let posts: Vec<Seen> = server
-        .seen()
-        .into_iter()
-        .filter(|s| s.method == "POST")
-        .collect();
+    let posts = server.seen_with("POST");
     assert_eq!(posts.len(), 1, "{posts:?}");
     assert_eq!(posts[0].body, "the body");
 

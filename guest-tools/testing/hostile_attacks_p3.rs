@@ -116,10 +116,15 @@ async fn open(path: &str, open_flags: OpenFlags, flags: DescriptorFlags) -> Resu
         .map_err(|code| failed(path, code))
 }
 
-/// The whole file, read into a buffer of its size (as `std::fs::read` does for a 0.2 guest), one stream
-/// read after another until the stream ends.
+/// The whole file at `path`, as [`read_all`] reads it.
 async fn read(path: &str) -> Result<Vec<u8>, ToolError> {
     let file = open(path, OpenFlags::empty(), DescriptorFlags::READ).await?;
+    read_all(&file, path).await
+}
+
+/// The whole of `file` (opened at `path`), read into a buffer of its size (as `std::fs::read` does for
+/// a 0.2 guest), one stream read after another until the stream ends.
+async fn read_all(file: &Descriptor, path: &str) -> Result<Vec<u8>, ToolError> {
     let size = file.stat().await.map_err(|code| failed(path, code))?.size;
     let (mut stream, done) = file.read_via_stream(0);
     let mut content = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
@@ -280,9 +285,7 @@ async fn attack(input: &Input) -> Result<String, ToolError> {
                 .open_at(PathFlags::SYMLINK_FOLLOW, arg.clone(), OpenFlags::empty(), DescriptorFlags::READ)
                 .await
                 .map_err(|code| failed(&arg, code))?;
-            let (stream, done) = file.read_via_stream(0);
-            let content = stream.collect().await;
-            done.await.map_err(|code| failed(&arg, code))?;
+            let content = read_all(&file, &arg).await?;
             Ok(format!("read {arg}: {}", String::from_utf8_lossy(&content)))
         }
         // From a directory descriptor opened at `arg`'s first component without (`write_from`) or
