@@ -169,7 +169,11 @@ impl Profile {
         };
         Some(Profile {
             row: row.parse().expect("ROW is a number"),
-            wasi_0_3: generation == "0.3",
+            wasi_0_3: match generation {
+                "0.3" => true,
+                "0.2" => false,
+                other => panic!("GENERATION is 0.3 or 0.2, not {other:?}"),
+            },
             calls: calls.parse().expect("CALLS is a number"),
             cache: std::env::var_os("GENERATIONS_CACHE")
                 .expect("GENERATIONS_CACHE names a cache directory")
