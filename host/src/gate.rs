@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::descriptor::{Access, DescriptorError, ToolContract};
 use crate::json::{StrictJsonError, parse_strict};
+use crate::names::NameMatch;
 use crate::policy::{Policy, Verdict};
 use crate::resolve::{Entry, RelPath};
 use crate::root::Root;
@@ -214,7 +215,13 @@ pub fn check_call<'t>(
         // An absent (optional) path field is held to the policy as the root itself, since that is
         // where a tool defaults to.
         let Some(value) = input.pointer(&param.pointer) else {
-            allow(policy, name, &RelPath::root(), param.access)?;
+            allow(
+                policy,
+                name,
+                &RelPath::root(),
+                param.access,
+                NameMatch::Exact,
+            )?;
             paths.push(ApprovedPath {
                 pointer: param.pointer.clone(),
                 name: RelPath::root(),
@@ -236,13 +243,15 @@ pub fn check_call<'t>(
                 error,
             }
         })?;
-        // The name the tool will use, every symlink it goes through, and where it really leads.
-        allow(policy, name, &scoped.name, param.access)?;
+        // The name the tool will use, every symlink it goes through, and where it really leads (spelled
+        // as stored, and matched the way the directories on the way match names).
+        let matching = scoped.matching;
+        allow(policy, name, &scoped.name, param.access, matching)?;
         for hop in &scoped.hops {
-            allow(policy, name, hop, Access::Read)?;
+            allow(policy, name, hop, Access::Read, matching)?;
         }
         if scoped.location != scoped.name {
-            allow(policy, name, &scoped.location, param.access)?;
+            allow(policy, name, &scoped.location, param.access, matching)?;
         }
         paths.push(ApprovedPath {
             pointer: param.pointer.clone(),
@@ -275,8 +284,14 @@ pub fn check_call<'t>(
     Ok(ApprovedCall { tool, input, paths })
 }
 
-fn allow(policy: &Policy, tool: &str, path: &RelPath, access: Access) -> Result<(), GateError> {
-    match policy.check(tool, path.to_policy_path(), access) {
+fn allow(
+    policy: &Policy,
+    tool: &str,
+    path: &RelPath,
+    access: Access,
+    matching: NameMatch,
+) -> Result<(), GateError> {
+    match policy.check_in(tool, path.to_policy_path(), access, matching) {
         Verdict::Allow => Ok(()),
         Verdict::Deny(reason) => Err(GateError::Policy(reason)),
     }

@@ -56,6 +56,7 @@ pub mod live;
 pub mod lockfile;
 pub(crate) mod lower;
 pub mod mcp;
+pub mod names;
 pub mod network;
 pub mod outcome;
 pub mod pipeline;

@@ -9,6 +9,18 @@
 //! (and, once open, the handle is what the location means), and a file is returned with its own `fstat`
 //! for the caller to compare. Files are opened read-only, with `O_NONBLOCK` (a FIFO swapped in cannot
 //! block the open), and checked to be regular files before they are used. This layer never writes.
+//!
+//! A name is looked up as the file system matches it ([`Lower::lookup`]), and what comes back is the name
+//! the directory stores: on a directory that folds case or Unicode forms, `.ENV` finds `.env`, and every
+//! location this layer answers is spelled as stored, so what is checked later (the policy, the state
+//! directory, the view's nodes, the journal) is the file, not the spelling. Whether a directory folds
+//! is learned by the lookups themselves: the first name looked up there that has another spelling (its
+//! case flipped, its other normalization form) is looked up in that spelling too, and finding the same
+//! object means the directory folds that way ([`crate::root::Folds`], kept per root by the directory's
+//! device and inode). On a folding directory the stored name is the entry that links that object
+//! (`getdents`' inode numbers, read once per call and directory). A directory no lookup has shown to
+//! fold is taken as exact: what is kept of it then is the spelling looked up, which is what
+//! the file system stores as far as any lookup could tell.
 
 use std::collections::HashMap;
 use std::io;
@@ -19,8 +31,12 @@ use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, File, MetadataExt, OpenOptions, OpenOptionsExt};
 use rustix::fd::{AsFd, OwnedFd};
 
+use crate::names::{self, NameMatch};
 use crate::resolve::{Entry, EntryKind, Namespace, RelPath, ResolveError};
-use crate::root::Root;
+use crate::root::{Folds, FoldsSeen, Root};
+
+/// Most entries of a directory read to find a name to learn its folding from.
+const PROBE_ENTRIES: usize = 64;
 
 /// The real root, with a cache of the directory handles opened beneath it.
 pub(crate) struct Lower {
@@ -31,17 +47,27 @@ pub(crate) struct Lower {
     /// The device and inode `lstat` reported for each directory looked at before its handle was opened:
     /// the handle opened later must be that directory.
     looked_at: HashMap<RelPath, (u64, u64)>,
+    /// How the root's directories fold names, shared by every `Lower` of the root.
+    folds: Arc<FoldsSeen>,
+    /// The root's device and inode, once asked for.
+    root_id: Option<(u64, u64)>,
+    /// The entries (name, inode) of each folding directory a stored name was looked for in.
+    listings: HashMap<RelPath, Vec<(String, u64)>>,
 }
 
 impl Lower {
-    /// The lower layer of `root`, sharing the root's handle and its descriptor for reading entries.
+    /// The lower layer of `root`, sharing the root's handle, its descriptor for reading entries and
+    /// what is known of how its directories fold names.
     pub(crate) fn of(root: &Root) -> Lower {
-        let (root, root_entries) = root.handles();
+        let (root, root_entries, folds) = root.handles();
         Lower {
             root,
             root_entries,
             dirs: HashMap::new(),
             looked_at: HashMap::new(),
+            folds,
+            root_id: None,
+            listings: HashMap::new(),
         }
     }
 
@@ -59,10 +85,7 @@ impl Lower {
         if let Some(&looked_at) = self.looked_at.get(location) {
             let opened = dir.dir_metadata()?;
             if (opened.dev(), opened.ino()) != looked_at {
-                return Err(io::Error::new(
-                    io::ErrorKind::ResourceBusy,
-                    format!("`{location}` was replaced while it was in use"),
-                ));
+                return Err(replaced(location));
             }
         }
         let dir = Arc::new(dir);
@@ -91,16 +114,172 @@ impl Lower {
                 }
                 Ok(Some(entry))
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-            {
-                Ok(None)
-            }
+            Err(e) if absent(&e) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// `lstat` of `name` in the directory at `dir`, as the file system matches names there, with the
+    /// name that directory stores for it (see the module docs); `None` when nothing answers to `name`.
+    pub(crate) fn lookup(
+        &mut self,
+        dir: &RelPath,
+        name: &str,
+    ) -> io::Result<Option<(String, Entry)>> {
+        let Some(entry) = self.entry(&dir.join(name))? else {
+            return Ok(None);
+        };
+        let stored = self.stored_name(dir, name, &entry)?;
+        if stored == name {
+            return Ok(Some((stored, entry)));
+        }
+        // Known from here on by its stored name: a directory looked at is held to what was seen.
+        match self.entry(&dir.join(&stored))? {
+            Some(again) if again.is_same_object(&entry) => Ok(Some((stored, again))),
+            _ => Err(replaced(&dir.join(&stored))),
+        }
+    }
+
+    /// What the directory stores under exactly the name `location` ends in: `None` when nothing answers
+    /// to that name, and when what answers is stored under another spelling (on a directory that folds
+    /// names). The journal, which records names as stored, looks at its paths this way.
+    pub(crate) fn stored_entry(&mut self, location: &RelPath) -> io::Result<Option<Entry>> {
+        let (Some(parent), Some(name)) = (location.parent(), location.file_name()) else {
+            return self.entry(location);
+        };
+        Ok(self
+            .lookup(&parent, name)?
+            .filter(|(stored, _)| stored == name)
+            .map(|(_, entry)| entry))
+    }
+
+    /// How the directory at `dir` matches names, as far as lookups have shown (exact until one shows
+    /// it folds).
+    pub(crate) fn known_matching(&mut self, dir: &RelPath) -> io::Result<NameMatch> {
+        let id = self.identity_of(dir)?;
+        Ok(matching_of(self.learned(id)))
+    }
+
+    /// How the directory at `dir` matches names, learning it from its first entries when no lookup has
+    /// shown it yet (for a name about to be made there).
+    pub(crate) fn matching(&mut self, dir: &RelPath) -> io::Result<NameMatch> {
+        let id = self.identity_of(dir)?;
+        let mut folds = self.learned(id);
+        if !folds.scanned && (folds.case.is_none() || folds.forms.is_none()) {
+            folds.scanned = true;
+            let handle = self.dir(dir)?;
+            for entry in reader(&handle)?.take(PROBE_ENTRIES) {
+                let entry = entry?;
+                let Ok(name) = entry.file_name().to_str() else {
+                    continue;
+                };
+                if name == "." || name == ".." {
+                    continue;
+                }
+                let Ok(metadata) = handle.symlink_metadata(name) else {
+                    continue;
+                };
+                learn(&handle, name, &Entry::from_metadata(&metadata), &mut folds);
+                if folds.case.is_some() && folds.forms.is_some() {
+                    break;
+                }
+            }
+            self.remember(id, folds);
+        }
+        Ok(matching_of(folds))
+    }
+
+    /// The name the directory at `dir` stores for `entry`, found there as `name`.
+    fn stored_name(&mut self, dir: &RelPath, name: &str, entry: &Entry) -> io::Result<String> {
+        let case = names::case_variant(name);
+        let form = names::form_variant(name);
+        if case.is_none() && form.is_none() {
+            // No other spelling could have found it.
+            return Ok(name.to_owned());
+        }
+        let id = self.identity_of(dir)?;
+        let mut folds = self.learned(id);
+        if (case.is_some() && folds.case.is_none()) || (form.is_some() && folds.forms.is_none()) {
+            let handle = self.dir(dir)?;
+            learn(&handle, name, entry, &mut folds);
+            self.remember(id, folds);
+        }
+        let folded = (case.is_some() && folds.case == Some(true))
+            || (form.is_some() && folds.forms == Some(true));
+        if !folded {
+            return Ok(name.to_owned());
+        }
+        for fresh in [false, true] {
+            if fresh || !self.listings.contains_key(dir) {
+                let listing = self.list_inodes(dir)?;
+                self.listings.insert(dir.clone(), listing);
+            }
+            if let Some(stored) = pick_stored(&self.listings[dir], name, entry.identity.ino) {
+                return Ok(stored);
+            }
+        }
+        // Inode numbers in the listing that are not the files' (overlayfs, some FUSE file systems):
+        // look at each entry that folds to the name.
+        let handle = self.dir(dir)?;
+        let folded = names::fold(name);
+        for (candidate, _) in &self.listings[dir] {
+            if names::fold(candidate) == folded
+                && let Ok(metadata) = handle.symlink_metadata(candidate)
+                && Entry::from_metadata(&metadata).is_same_object(entry)
+            {
+                return Ok(candidate.clone());
+            }
+        }
+        Err(io::Error::other(format!(
+            "cannot tell which name the file system stores for `{}`",
+            dir.join(name)
+        )))
+    }
+
+    /// The names and inode numbers of the entries of the directory at `dir`.
+    fn list_inodes(&mut self, dir: &RelPath) -> io::Result<Vec<(String, u64)>> {
+        let handle = self.dir(dir)?;
+        let mut listing = Vec::new();
+        for entry in reader(&handle)? {
+            let entry = entry?;
+            if let Ok(name) = entry.file_name().to_str()
+                && name != "."
+                && name != ".."
+            {
+                listing.push((name.to_owned(), entry.ino()));
+            }
+        }
+        Ok(listing)
+    }
+
+    /// The device and inode of the directory at `dir`: what its folding is kept by.
+    fn identity_of(&mut self, dir: &RelPath) -> io::Result<(u64, u64)> {
+        let known = if dir.is_root() {
+            self.root_id
+        } else {
+            self.looked_at.get(dir).copied()
+        };
+        if let Some(id) = known {
+            return Ok(id);
+        }
+        let metadata = self.dir(dir)?.dir_metadata()?;
+        let id = (metadata.dev(), metadata.ino());
+        if dir.is_root() {
+            self.root_id = Some(id);
+        } else {
+            self.looked_at.insert(dir.clone(), id);
+        }
+        Ok(id)
+    }
+
+    fn learned(&self, id: (u64, u64)) -> Folds {
+        let seen = self.folds.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(&id).copied().unwrap_or_default()
+    }
+
+    fn remember(&self, id: (u64, u64), folds: Folds) {
+        let mut seen = self.folds.lock().unwrap_or_else(|e| e.into_inner());
+        seen.insert(id, folds);
     }
 
     /// The raw target of the symlink at `location`.
@@ -192,6 +371,66 @@ impl Lower {
     }
 }
 
+/// Learns from `name` (found in `dir` as `entry`) what is not yet known of how `dir` folds: the same
+/// object found under the name's other spelling means the directory folds that way; nothing there, or
+/// another object, means it does not. A lookup that fails otherwise (the other spelling too long, say)
+/// teaches nothing.
+fn learn(dir: &Dir, name: &str, entry: &Entry, folds: &mut Folds) {
+    let probe = |variant: Option<String>, known: &mut Option<bool>| {
+        let Some(variant) = variant.filter(|_| known.is_none()) else {
+            return;
+        };
+        *known = match dir.symlink_metadata(&variant) {
+            Ok(metadata) => Some(Entry::from_metadata(&metadata).is_same_object(entry)),
+            Err(e) if absent(&e) => Some(false),
+            Err(_) => None,
+        };
+    };
+    probe(names::case_variant(name), &mut folds.case);
+    probe(names::form_variant(name), &mut folds.forms);
+}
+
+fn matching_of(folds: Folds) -> NameMatch {
+    if folds.case == Some(true) || folds.forms == Some(true) {
+        NameMatch::Folding
+    } else {
+        NameMatch::Exact
+    }
+}
+
+/// The entry of `listing` that links inode `ino`: `name` itself if it does, else the one that folds
+/// to it, else the only one (a hard link under another name does not fold to it).
+fn pick_stored(listing: &[(String, u64)], name: &str, ino: u64) -> Option<String> {
+    let links: Vec<&str> = listing
+        .iter()
+        .filter(|(_, entry)| *entry == ino)
+        .map(|(stored, _)| stored.as_str())
+        .collect();
+    if links.contains(&name) {
+        return Some(name.to_owned());
+    }
+    let folded = names::fold(name);
+    links
+        .iter()
+        .find(|stored| names::fold(stored) == folded)
+        .map(|stored| (*stored).to_owned())
+}
+
+/// Whether a lookup failed because nothing is there (or a component is not a directory).
+fn absent(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+fn replaced(location: &RelPath) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ResourceBusy,
+        format!("`{location}` was replaced while it was in use"),
+    )
+}
+
 /// A reader of the entries of `dir` (`getdents`), through a descriptor of its own opened for reading.
 fn reader(dir: &Dir) -> io::Result<rustix::fs::Dir> {
     Ok(rustix::fs::Dir::new(readable(dir)?)?)
@@ -221,6 +460,19 @@ fn readable(dir: &Dir) -> io::Result<OwnedFd> {
 impl Namespace for Lower {
     fn entry(&mut self, location: &RelPath) -> Result<Option<Entry>, ResolveError> {
         Lower::entry(self, location).map_err(|e| ResolveError::io(location, &e))
+    }
+
+    fn lookup(
+        &mut self,
+        dir: &RelPath,
+        name: &str,
+    ) -> Result<Option<(String, Entry)>, ResolveError> {
+        Lower::lookup(self, dir, name).map_err(|e| ResolveError::io(&dir.join(name), &e))
+    }
+
+    fn matching(&mut self, dir: &RelPath) -> Result<NameMatch, ResolveError> {
+        self.known_matching(dir)
+            .map_err(|e| ResolveError::io(dir, &e))
     }
 
     fn link_target(&mut self, location: &RelPath) -> Result<String, ResolveError> {

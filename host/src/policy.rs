@@ -36,6 +36,12 @@
 //! everything beneath it; a denied directory denies everything beneath it. Without a policy file every
 //! tool may read and write anywhere inside the root ([`Policy::allow_all`]).
 //!
+//! Paths are held to globs as the file system stores them (the resolver answers stored names), and
+//! where names fold ([`crate::names`]): a deny glob matches a path in every spelling a folding file
+//! system would take for it, on every file system (`.env` denies `.ENV` and `.Env`); an allow glob
+//! matches folded only where a directory on the path is known to fold ([`Policy::check_in`]), so it never
+//! reaches a file it does not name.
+//!
 //! Every check takes a path *and* the access it needs ([`Policy::check`]): the gate and the per-call view
 //! ask it for the name a tool used and for the location that name really resolves to, and both must be
 //! allowed. A tool with `approval = "ask"` has its calls approved by the embedding program's approver
@@ -47,6 +53,7 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 
 use crate::descriptor::Access;
+use crate::names::{NameMatch, fold};
 use crate::network::{
     GrantError, NetworkFile, NetworkGrant, SecretBinding, SecretError, SecretFile,
 };
@@ -63,7 +70,7 @@ pub struct Policy {
 #[derive(Debug, Clone)]
 struct Rules {
     default: DefaultMode,
-    deny: GlobSet,
+    deny: Globs,
     tools: BTreeMap<String, ToolRules>,
     allow_hard_links: bool,
     /// The network grant of tools without a network table of their own.
@@ -81,9 +88,9 @@ impl Rules {
 
 #[derive(Debug, Clone)]
 struct ToolRules {
-    read: GlobSet,
-    write: GlobSet,
-    deny: GlobSet,
+    read: Globs,
+    write: Globs,
+    deny: Globs,
     approval: Approval,
     network: NetworkGrant,
     env: Vec<String>,
@@ -391,8 +398,15 @@ impl Policy {
     }
 
     /// Whether `tool` may act on `path` with `access` (relative to the root, normalized, `.` for the root
-    /// itself). Deny globs win over every allow; writing includes reading.
+    /// itself), on directories that match names exactly as far as anyone knows. Deny globs win over
+    /// every allow, and match in every spelling; writing includes reading.
     pub fn check(&self, tool: &str, path: &str, access: Access) -> Verdict {
+        self.check_in(tool, path, access, NameMatch::Exact)
+    }
+
+    /// [`Policy::check`] for a path on directories that match names as `matching` says: where they
+    /// fold, an allow glob matches the path folded as well.
+    pub fn check_in(&self, tool: &str, path: &str, access: Access, matching: NameMatch) -> Verdict {
         let Some(rules) = &self.rules else {
             return Verdict::Allow;
         };
@@ -400,19 +414,21 @@ impl Policy {
             Access::Read => "read",
             Access::Write => "write",
         };
-        if denies(&rules.deny, path) {
+        let folded = fold(path);
+        if rules.deny.denies(path, &folded) {
             return Verdict::Deny(format!("the policy denies every tool access to `{path}`"));
         }
         let allowed = match rules.tools.get(tool) {
             Some(tool_rules) => {
-                if denies(&tool_rules.deny, path) {
+                if tool_rules.deny.denies(path, &folded) {
                     return Verdict::Deny(format!("the policy denies `{tool}` access to `{path}`"));
                 }
                 let globs = match access {
                     Access::Read => &tool_rules.read,
                     Access::Write => &tool_rules.write,
                 };
-                globs.is_match(path)
+                globs.exact.is_match(path)
+                    || (matching == NameMatch::Folding && globs.folded.is_match(&*folded))
             }
             None => match rules.default {
                 DefaultMode::Deny => return self.check_tool(tool),
@@ -441,11 +457,29 @@ impl Policy {
     }
 }
 
-/// Whether a deny list matches `path` or one of its ancestors (denying a directory denies its content).
-fn denies(globs: &GlobSet, path: &str) -> bool {
-    if globs.is_empty() {
-        return false;
+/// A list of globs, compiled as written and folded ([`crate::names::fold`]), to match a path as written
+/// and folded.
+#[derive(Debug, Clone)]
+struct Globs {
+    exact: GlobSet,
+    folded: GlobSet,
+}
+
+impl Globs {
+    fn is_empty(&self) -> bool {
+        self.exact.is_empty()
     }
+
+    /// Whether this deny list matches `path` or one of its ancestors (denying a directory denies its
+    /// content), as written or folded (`folded` is `path` folded): a deny holds in every spelling.
+    fn denies(&self, path: &str, folded: &str) -> bool {
+        !self.is_empty()
+            && (matches_or_parent(&self.exact, path) || matches_or_parent(&self.folded, folded))
+    }
+}
+
+/// Whether `globs` match `path` or one of its ancestors.
+fn matches_or_parent(globs: &GlobSet, path: &str) -> bool {
     let mut prefix = path;
     loop {
         if globs.is_match(prefix) {
@@ -458,29 +492,38 @@ fn denies(globs: &GlobSet, path: &str) -> bool {
     }
 }
 
-/// Compiles a list of globs; `dir/**` also matches `dir` itself.
-fn compile(scope: &str, globs: &[String]) -> Result<GlobSet, PolicyError> {
-    let mut set = GlobSetBuilder::new();
+/// Compiles a list of globs, as written and folded; `dir/**` also matches `dir` itself.
+fn compile(scope: &str, globs: &[String]) -> Result<Globs, PolicyError> {
     let error = |glob: &str, source| PolicyError::Glob {
         scope: scope.to_owned(),
         glob: glob.to_owned(),
         error: source,
     };
+    let mut exact = GlobSetBuilder::new();
+    let mut folded = GlobSetBuilder::new();
     for glob in globs {
         let mut patterns = vec![glob.as_str()];
         if let Some(dir) = glob.strip_suffix("/**").filter(|d| !d.is_empty()) {
             patterns.push(dir);
         }
         for pattern in patterns {
-            let compiled = GlobBuilder::new(pattern)
-                .literal_separator(true)
-                .build()
-                .map_err(|source| error(glob, source))?;
-            set.add(compiled);
+            for (set, text) in [(&mut exact, pattern), (&mut folded, &*fold(pattern))] {
+                let compiled = GlobBuilder::new(text)
+                    .literal_separator(true)
+                    .build()
+                    .map_err(|source| error(glob, source))?;
+                set.add(compiled);
+            }
         }
     }
-    set.build()
-        .map_err(|source| error(&globs.join(", "), source))
+    let build = |set: GlobSetBuilder| {
+        set.build()
+            .map_err(|source| error(&globs.join(", "), source))
+    };
+    Ok(Globs {
+        exact: build(exact)?,
+        folded: build(folded)?,
+    })
 }
 
 #[cfg(test)]
@@ -552,6 +595,52 @@ mod tests {
             allows(&policy, "other", "private/x/y", Access::Write),
             "a tool's deny list is its own"
         );
+    }
+
+    #[test]
+    fn a_deny_holds_in_every_spelling_and_an_allow_folds_only_where_names_do() {
+        let policy = Policy::from_toml(
+            r#"
+            deny = [".env", "**/.env", "secrets/**", "caf\u00e9/**"]
+            default = "workspace-write"
+            [tools.write_file]
+            paths = ["notes.txt", "drafts/**"]
+            deny = ["drafts/Private/**"]
+            "#,
+        )
+        .unwrap();
+        let nfd_cafe = "cafe\u{301}/menu.txt";
+        for path in [
+            ".ENV",
+            ".Env",
+            "a/b/.eNv",
+            "SECRETS/key.txt",
+            "Secrets",
+            nfd_cafe,
+        ] {
+            for matching in [NameMatch::Exact, NameMatch::Folding] {
+                let verdict = policy.check_in("anything", path, Access::Read, matching);
+                assert!(!verdict.is_allow(), "{path} ({matching:?})");
+            }
+        }
+        let tool_denied = policy.check_in(
+            "write_file",
+            "DRAFTS/private/x",
+            Access::Read,
+            NameMatch::Folding,
+        );
+        assert!(!tool_denied.is_allow(), "a tool's own deny folds too");
+        // An allow names a file: folded only where the directories fold, so on an exact directory
+        // `NOTES.TXT` (another file there) stays outside it.
+        let write = |path, matching| {
+            policy
+                .check_in("write_file", path, Access::Write, matching)
+                .is_allow()
+        };
+        assert!(!write("NOTES.TXT", NameMatch::Exact));
+        assert!(write("NOTES.TXT", NameMatch::Folding));
+        assert!(write("Drafts/x.txt", NameMatch::Folding));
+        assert!(!write("Drafts/x.txt", NameMatch::Exact));
     }
 
     #[test]

@@ -5,7 +5,10 @@
 //! each symlink it meets by splicing the link's target into the rest of the path, and answers the
 //! location the path really names, the symlinks it went through and what is there. A step above the
 //! root, an absolute link target or a link loop is an error: resolution never leaves the root. Strings are
-//! never compared to decide scope; the walk asks the filesystem at every step.
+//! never compared to decide scope; the walk asks the filesystem at every step, and every component that
+//! exists is answered spelled as the directory stores it ([`Namespace::lookup`]), so a location names the
+//! file whatever spelling of it the path used; only the components still to be made keep the spelling
+//! given. The [`Resolution`] also says whether a directory on the way folds names ([`NameMatch`]).
 //!
 //! [`Entry`] is what `lstat` says about a location, with the file identity (device, inode, size, times)
 //! the effect pipeline uses to tell whether a file changed since a call saw it.
@@ -16,6 +19,8 @@ use std::io;
 #[cfg(unix)]
 use cap_std::fs::FileTypeExt;
 use cap_std::fs::{FileType, Metadata, MetadataExt};
+
+use crate::names::{NameMatch, fold};
 
 /// Most symlinks one resolution follows (Linux's `MAXSYMLINKS`).
 pub const MAX_SYMLINK_HOPS: usize = 40;
@@ -100,6 +105,15 @@ impl RelPath {
         other.0.is_empty()
             || self.0 == other.0
             || (self.0.starts_with(&other.0) && self.0.as_bytes().get(other.0.len()) == Some(&b'/'))
+    }
+
+    /// [`RelPath::is_within`] for paths on directories that match names as `matching` says: where they
+    /// fold, `Docs/A.txt` lies within `docs`.
+    pub fn is_within_as(&self, other: &RelPath, matching: NameMatch) -> bool {
+        self.is_within(other)
+            || (matching == NameMatch::Folding
+                && RelPath(fold(&self.0).into_owned())
+                    .is_within(&RelPath(fold(&other.0).into_owned())))
     }
 
     /// The path as stored: empty for the root. Use `Display` for messages and policies.
@@ -254,8 +268,18 @@ impl Entry {
 
 /// Something paths can be resolved in: the real root, or a call's view of it.
 pub(crate) trait Namespace {
-    /// What is at `path` (not following a final symlink); `None` when nothing is.
+    /// What is at `path`, a location spelled as stored (not following a final symlink); `None` when
+    /// nothing is.
     fn entry(&mut self, path: &RelPath) -> Result<Option<Entry>, ResolveError>;
+    /// What answers to `name` in the directory `dir` (not following a symlink), as the namespace matches
+    /// names there, with the name it is stored under; `None` when nothing does.
+    fn lookup(
+        &mut self,
+        dir: &RelPath,
+        name: &str,
+    ) -> Result<Option<(String, Entry)>, ResolveError>;
+    /// How the directory `dir` matches names, as far as the namespace knows.
+    fn matching(&mut self, dir: &RelPath) -> Result<NameMatch, ResolveError>;
     /// The target of the symlink at `path`, as stored.
     fn link_target(&mut self, path: &RelPath) -> Result<String, ResolveError>;
 }
@@ -328,6 +352,9 @@ pub struct Resolution {
     pub hops: Vec<RelPath>,
     /// Components at the end that do not exist yet (a path a tool may create); 0 when the path exists.
     pub missing: usize,
+    /// Whether a directory the walk looked a name up in folds names: a policy glob is held to the
+    /// location folded as well.
+    pub matching: NameMatch,
 }
 
 /// How [`resolve`] treats the end of the path.
@@ -355,6 +382,7 @@ pub(crate) fn resolve<'a>(
     let mut current = base.clone();
     let mut entry = namespace.entry(&current)?;
     let mut hops = Vec::new();
+    let mut matching = NameMatch::Exact;
     while let Some(component) = pending.pop_front() {
         match component.as_str() {
             "." => continue,
@@ -365,9 +393,14 @@ pub(crate) fn resolve<'a>(
             }
             _ => {}
         }
-        let candidate = current.join(&component);
         let last = pending.is_empty();
-        match namespace.entry(&candidate)? {
+        let found = namespace.lookup(&current, &component)?;
+        matching = matching.or(namespace.matching(&current)?);
+        let candidate = match &found {
+            Some((stored, _)) => current.join(stored),
+            None => current.join(&component),
+        };
+        match found.map(|(_, entry)| entry) {
             None => {
                 let missing = 1 + pending.iter().filter(|c| *c != ".").count();
                 if missing > options.missing_allowed || pending.iter().any(|c| c == "..") {
@@ -382,6 +415,7 @@ pub(crate) fn resolve<'a>(
                     entry: None,
                     hops,
                     missing,
+                    matching,
                 });
             }
             Some(found) if found.kind == EntryKind::Symlink && (!last || options.follow_final) => {
@@ -435,6 +469,7 @@ pub(crate) fn resolve<'a>(
         entry,
         hops,
         missing: 0,
+        matching,
     })
 }
 
@@ -479,6 +514,18 @@ mod tests {
                 None if path.as_str().ends_with(".txt") => entry(EntryKind::File),
                 None => entry(EntryKind::Dir),
             }))
+        }
+        fn lookup(
+            &mut self,
+            dir: &RelPath,
+            name: &str,
+        ) -> Result<Option<(String, Entry)>, ResolveError> {
+            Ok(self
+                .entry(&dir.join(name))?
+                .map(|entry| (name.to_owned(), entry)))
+        }
+        fn matching(&mut self, _dir: &RelPath) -> Result<NameMatch, ResolveError> {
+            Ok(NameMatch::Exact)
         }
         fn link_target(&mut self, path: &RelPath) -> Result<String, ResolveError> {
             Ok(self.0[path.as_str()].unwrap().to_owned())

@@ -4,6 +4,7 @@
 //! after that (the gate's path checks, every call's view, the journal) goes through the open handle, so
 //! renaming or replacing the directory's path afterwards does not redirect a call somewhere else.
 
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -28,6 +29,24 @@ pub struct Root {
     /// The state directory's staging directory, opened (and made when missing) on the first call that
     /// may write.
     staging: Mutex<Option<Arc<Dir>>>,
+    /// What lookups have shown of how each directory beneath the root matches names, by the
+    /// directory's device and inode: learned once for every call (see [`crate::lower`]).
+    folds: Arc<FoldsSeen>,
+}
+
+/// How the directories beneath one root fold names, as lookups showed it, by device and inode.
+pub(crate) type FoldsSeen = Mutex<HashMap<(u64, u64), Folds>>;
+
+/// What lookups have shown of how one directory matches names: whether it folds case, and whether it
+/// folds Unicode normalization forms (`None`: no lookup has shown it yet). A directory's folding
+/// cannot change while it holds entries (ext4 sets casefold only on an empty directory; elsewhere it is
+/// the volume's), so what was seen holds for the life of the root handle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Folds {
+    pub(crate) case: Option<bool>,
+    pub(crate) forms: Option<bool>,
+    /// Whether the directory's first entries were read to learn the rest (once is enough).
+    pub(crate) scanned: bool,
 }
 
 impl Root {
@@ -59,6 +78,7 @@ impl Root {
             entries: Arc::default(),
             path,
             staging: Mutex::new(None),
+            folds: Arc::default(),
         }
     }
 
@@ -85,9 +105,10 @@ impl Root {
     }
 
     /// The handle again, shared, with the root's descriptor for reading its entries (opened on first
-    /// use): what [`crate::lower::Lower`] reads the root through.
-    pub(crate) fn handles(&self) -> (Arc<Dir>, Arc<OnceLock<rustix::fd::OwnedFd>>) {
-        (self.dir.clone(), self.entries.clone())
+    /// use) and what is known of how its directories fold names: what [`crate::lower::Lower`] reads
+    /// the root through.
+    pub(crate) fn handles(&self) -> (Arc<Dir>, Arc<OnceLock<rustix::fd::OwnedFd>>, Arc<FoldsSeen>) {
+        (self.dir.clone(), self.entries.clone(), self.folds.clone())
     }
 
     /// The directory `name` inside the state directory, both created when missing. Refuses a state

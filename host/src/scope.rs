@@ -5,11 +5,13 @@
 //! [`crate::lower`]'s no-follow directory handles), following each
 //! symlink while it stays beneath the root. The answer carries both the name the tool used and the
 //! location it leads to, so the gate can hold the policy to both. Special files (FIFOs, sockets,
-//! devices) and turngate's own state directory are refused here and never opened; so are hard-linked
-//! regular files unless the policy allows them. The per-call view resolves every path the tool opens at
+//! devices) and turngate's own state directory (in any spelling: [`is_reserved`]) are refused here and
+//! never opened; so are hard-linked regular files unless the policy allows them. The location is spelled
+//! as the file system stores it (see [`crate::resolve`]). The per-call view resolves every path the tool opens at
 //! run time the same way, so a symlink swapped in after this check is still caught.
 
 use crate::lower::Lower;
+use crate::names::{NameMatch, fold};
 use crate::resolve::{
     Entry, EntryKind, RelPath, ResolveError, ResolveOptions, has_windows_prefix, resolve,
 };
@@ -26,6 +28,8 @@ pub struct ScopedPath {
     pub hops: Vec<RelPath>,
     /// What is at the location now (`None`: it does not exist yet).
     pub entry: Option<Entry>,
+    /// Whether a directory on the way folds names (the policy is held to the folded path too).
+    pub matching: NameMatch,
 }
 
 /// Why a path argument is out of scope.
@@ -90,9 +94,13 @@ pub(crate) fn lexical_components(path: &str) -> Result<Vec<&str>, ScopeError> {
     Ok(components)
 }
 
-/// Whether `path` is turngate's state directory or lies beneath it.
+/// Whether `path` is turngate's state directory or lies beneath it, in any spelling a folding file
+/// system would take for it (`.TurnGate` is refused on every file system: on one that folds it is the
+/// state directory, and on one that does not nobody needs it).
 pub(crate) fn is_reserved(path: &RelPath) -> bool {
-    path.components().next() == Some(STATE_DIR)
+    path.components()
+        .next()
+        .is_some_and(|first| fold(first) == STATE_DIR)
 }
 
 /// Checks one path argument.
@@ -148,6 +156,7 @@ pub fn check_path(
         location: resolution.location,
         hops: resolution.hops,
         entry: resolution.entry,
+        matching: resolution.matching,
     })
 }
 

@@ -103,6 +103,21 @@ pub fn call_ok(toolbox: &Toolbox, root: &Root, tool: &str, input: Value) -> Stri
     }
 }
 
+/// Whether this test binary's workspaces are on a file system that folds case and Unicode
+/// normalization (the test file system of `tests/testfs`, mounted once per process): the suites that
+/// `tests/folding.rs` compiles again run there, the rest on the ordinary temporary directory.
+pub fn folding_roots() -> bool {
+    env!("CARGO_CRATE_NAME") == "folding"
+}
+
+/// The test file system that folds names, mounted on first use.
+pub fn folding_fs() -> &'static turngate_testfs::TestFs {
+    turngate_testfs::shared(turngate_testfs::Options {
+        folding: true,
+        power_loss: false,
+    })
+}
+
 /// A temporary directory with `root/` (the allowed root) and `outside/` next to it.
 pub struct Workspace {
     pub dir: tempfile::TempDir,
@@ -110,8 +125,18 @@ pub struct Workspace {
 }
 
 impl Workspace {
+    /// A workspace on the file system this test binary runs on ([`folding_roots`]).
     pub fn new() -> Workspace {
-        let dir = tempfile::tempdir().unwrap();
+        if folding_roots() {
+            Workspace::in_dir(folding_fs().path())
+        } else {
+            Workspace::in_dir(&std::env::temp_dir())
+        }
+    }
+
+    /// A workspace in a new temporary directory beneath `parent`.
+    pub fn in_dir(parent: &Path) -> Workspace {
+        let dir = tempfile::tempdir_in(parent).unwrap();
         std::fs::create_dir(dir.path().join("root")).unwrap();
         std::fs::create_dir(dir.path().join("outside")).unwrap();
         std::fs::write(dir.path().join("outside/secret.txt"), "outside secret\n").unwrap();

@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::descriptor::Access;
 use crate::gate::ApprovedPath;
 use crate::lower::Lower;
+use crate::names::NameMatch;
 use crate::policy::Policy;
 use crate::resolve::{Entry, EntryKind, RelPath};
 use crate::scope::is_reserved;
@@ -80,6 +81,8 @@ pub struct Change {
     pub after: Option<Content>,
     /// What the lower layer held there when the call's view first looked (the no-lost-update check).
     origin: Option<Entry>,
+    /// How the directories on the path match names (the approval and the policy are held to it so).
+    matching: NameMatch,
     /// The staged file that becomes the new content.
     staged: Option<Staged>,
 }
@@ -192,12 +195,14 @@ impl ChangeSet {
         for (path, node) in nodes {
             let origin = origins.get(&path).copied().flatten();
             let was = origin.map(|e| e.kind);
+            let matching = matching_of(&mut lower, &path);
             let change = |kind, before, after, staged| Change {
                 path: path.clone(),
                 kind,
                 before,
                 after,
                 origin,
+                matching,
                 staged,
             };
             match (was, node) {
@@ -292,16 +297,18 @@ impl ChangeSet {
             if is_reserved(path) {
                 return Err(outside("is turngate's state directory".into()));
             }
+            let matching = change.matching;
             let granted = approved.iter().any(|p| {
                 p.access == Access::Write
-                    && (path.is_within(&p.location)
-                        || (change.kind == ChangeKind::MakeDir && p.location.is_within(path)))
+                    && (path.is_within_as(&p.location, matching)
+                        || (change.kind == ChangeKind::MakeDir
+                            && p.location.is_within_as(path, matching)))
             });
             if !granted {
                 return Err(outside("the call was not approved to write".into()));
             }
             if let crate::policy::Verdict::Deny(reason) =
-                policy.check(tool, path.to_policy_path(), Access::Write)
+                policy.check_in(tool, path.to_policy_path(), Access::Write, matching)
             {
                 return Err(outside(format!("the policy denies ({reason})")));
             }
@@ -340,6 +347,19 @@ fn order(changes: &mut [Change]) {
             ChangeKind::Create | ChangeKind::Replace => (3, 0),
         }
     });
+}
+
+/// How the directories on `path` match names, as far as lookups showed: those of its nearest directory
+/// the lower layer has.
+fn matching_of(lower: &mut Lower, path: &RelPath) -> NameMatch {
+    let mut dir = path.parent();
+    while let Some(at) = dir {
+        if let Ok(matching) = lower.known_matching(&at) {
+            return matching;
+        }
+        dir = at.parent();
+    }
+    NameMatch::Exact
 }
 
 /// SHA-256 and size of everything `reader` yields. The buffer is left uninitialized, so a small file

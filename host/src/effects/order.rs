@@ -16,6 +16,7 @@ use std::sync::Mutex;
 
 use crate::descriptor::Access;
 use crate::lower::Lower;
+use crate::names::NameMatch;
 use crate::resolve::{EntryKind, RelPath};
 use crate::root::Root;
 
@@ -112,10 +113,15 @@ pub(crate) fn held_paths(root: &Root, granted: &[(RelPath, Access)]) -> Vec<(Rel
     held
 }
 
+/// Whether two calls' paths overlap where either writes; compared folded, as a directory that folds
+/// names would (on one that does not, two names differing only in case wait for each other needlessly
+/// but safely).
 fn overlaps(a: &[(RelPath, Access)], b: &[(RelPath, Access)]) -> bool {
+    let folding = NameMatch::Folding;
     a.iter().any(|(pa, aa)| {
         b.iter().any(|(pb, ab)| {
-            (*aa == Access::Write || *ab == Access::Write) && (pa.is_within(pb) || pb.is_within(pa))
+            (*aa == Access::Write || *ab == Access::Write)
+                && (pa.is_within_as(pb, folding) || pb.is_within_as(pa, folding))
         })
     })
 }

@@ -22,6 +22,11 @@
 //! * the name the tool used, every symlink it went through and the location it reached are each held
 //!   to the policy; FIFOs, sockets and devices are never opened; turngate's state directory is invisible.
 //!
+//! Names are matched the way the real directory matches them ([`crate::names`]): a location is spelled as
+//! the file system stores it, so on a folding directory `a.txt` and `A.txt` are one node, and what the
+//! call makes there answers to every spelling of its name; a rename that changes only the spelling is a
+//! rename (the old name removed, the new one made).
+//!
 //! The WASI adapters over this view are in `sandbox/filesystem/`; nothing here knows about wasmtime.
 
 pub(crate) mod staging;
@@ -33,6 +38,7 @@ use std::sync::Arc;
 use cap_std::fs::{Dir, Metadata};
 
 use crate::descriptor::Access;
+use crate::names::NameMatch;
 use crate::policy::Policy;
 use crate::resolve::{
     Entry, EntryKind, Identity, Namespace, RelPath, Resolution, ResolveError, ResolveOptions,
@@ -227,30 +233,35 @@ struct Approval {
 }
 
 impl Approval {
-    fn within_grant(&self, location: &RelPath, write: bool) -> bool {
-        self.grants
-            .iter()
-            .any(|g| (!write || g.access == Access::Write) && location.is_within(&g.location))
+    /// Whether `location` (on directories matching names as `matching` says) lies within a grant, for
+    /// writing if `write`.
+    fn within_grant(&self, location: &RelPath, write: bool, matching: NameMatch) -> bool {
+        self.grants.iter().any(|g| {
+            (!write || g.access == Access::Write) && location.is_within_as(&g.location, matching)
+        })
     }
 
     /// Whether a grant lies at or beneath `location` (so the call may walk through it).
-    fn leads_to_grant(&self, location: &RelPath) -> bool {
-        self.grants.iter().any(|g| g.location.is_within(location))
+    fn leads_to_grant(&self, location: &RelPath, matching: NameMatch) -> bool {
+        self.grants
+            .iter()
+            .any(|g| g.location.is_within_as(location, matching))
     }
 
-    fn policy_allows(&self, location: &RelPath, access: Access) -> bool {
+    fn policy_allows(&self, location: &RelPath, access: Access, matching: NameMatch) -> bool {
         self.policy
-            .check(&self.tool, location.to_policy_path(), access)
+            .check_in(&self.tool, location.to_policy_path(), access, matching)
             .is_allow()
     }
 
     /// Whether what the real root holds at `location` exists for the call: the root, a directory on
     /// the way to a grant, or a location within a grant that the policy lets the tool read. Anything
     /// else is absent, whatever is there, so no operation can tell a hidden name from a missing one.
-    fn shows(&self, location: &RelPath) -> bool {
+    fn shows(&self, location: &RelPath, matching: NameMatch) -> bool {
         location.is_root()
-            || self.leads_to_grant(location)
-            || (self.within_grant(location, false) && self.policy_allows(location, Access::Read))
+            || self.leads_to_grant(location, matching)
+            || (self.within_grant(location, false, matching)
+                && self.policy_allows(location, Access::Read, matching))
     }
 }
 
@@ -467,13 +478,16 @@ impl CallView {
         location: &RelPath,
     ) -> Result<Vec<(String, EntryKind)>, ViewError> {
         let children = self.children(location)?;
+        let matching = self.matching_at(location)?;
         Ok(children
             .into_iter()
             .filter(|(name, kind)| {
                 let child = location.join(name);
                 match kind {
-                    EntryKind::Dir => self.traversable(&child) || self.readable(&child),
-                    _ => self.readable(&child),
+                    EntryKind::Dir => {
+                        self.traversable(&child, matching) || self.readable(&child, matching)
+                    }
+                    _ => self.readable(&child, matching),
                 }
             })
             .collect())
@@ -565,17 +579,33 @@ impl CallView {
             Need::Create
         };
         self.authorize(&new.name, &to, need)?;
-        if from.location == to.location {
-            return Ok(());
-        }
-        if to.location.is_within(&from.location) {
+        let target = if from.location == to.location {
+            // A directory that folds names found the entry itself under the new name: the rename
+            // changes its spelling only, if anything.
+            match respelling(&to.location, &new.name) {
+                Some(respelled) => {
+                    let made = Resolution {
+                        location: respelled.clone(),
+                        entry: None,
+                        missing: 1,
+                        ..to.clone()
+                    };
+                    self.authorize(&new.name, &made, Need::Create)?;
+                    respelled
+                }
+                None => return Ok(()),
+            }
+        } else {
+            to.location.clone()
+        };
+        // Over an entry, unless it is the one being respelled.
+        let over = to.entry.filter(|_| target == to.location);
+        if target.is_within(&from.location) {
             return Err(ViewError::Invalid);
         }
         match entry.kind {
             EntryKind::File => {
-                if let Some(target) = &to.entry
-                    && target.kind == EntryKind::Dir
-                {
+                if over.is_some_and(|over| over.kind == EntryKind::Dir) {
                     return Err(ViewError::IsDirectory);
                 }
                 if new.trailing_slash {
@@ -585,12 +615,13 @@ impl CallView {
                     Some(Node::File(staged)) => staged.clone(),
                     _ => self.copy_up(&from.location, &entry, false)?,
                 };
-                self.set_node(&to.location, Node::File(staged));
+                // Removed first: in a folding directory the two names may be one node's spellings.
                 self.remove_node(&from.location);
+                self.set_node(&target, Node::File(staged));
                 Ok(())
             }
             EntryKind::Dir if self.is_own(&from.location) => {
-                if to.entry.is_some() {
+                if over.is_some() {
                     return Err(ViewError::Exist);
                 }
                 let moved: Vec<(RelPath, Node)> = self
@@ -603,7 +634,7 @@ impl CallView {
                     self.nodes.remove(&path);
                     self.observed.remove(&path);
                     let suffix = &path.as_str()[from.location.as_str().len()..];
-                    let target = RelPath::parse(&format!("{}{suffix}", to.location.as_str()))
+                    let target = RelPath::parse(&format!("{}{suffix}", target.as_str()))
                         .ok_or(ViewError::Invalid)?;
                     self.set_node(&target, node);
                 }
@@ -744,36 +775,48 @@ impl CallView {
         false
     }
 
+    /// How the directory at `location` matches names, as far as lookups have shown.
+    fn matching_at(&mut self, location: &RelPath) -> Result<NameMatch, ViewError> {
+        let below = lower_ancestor(&self.nodes, location);
+        Ok(self.lower.known_matching(&below)?)
+    }
+
     /// Whether the call made what is at `location` itself (nothing was there before).
     fn is_own(&self, location: &RelPath) -> bool {
         matches!(self.nodes.get(location), Some(Node::File(_) | Node::Dir))
             && self.observed.get(location).copied().flatten().is_none()
     }
 
-    /// A directory the tool may walk through: on the way to a grant, or a visible one.
-    fn traversable(&self, location: &RelPath) -> bool {
-        self.approval.leads_to_grant(location) || self.readable(location)
+    /// A directory the tool may walk through: on the way to a grant, or a visible one. `matching`:
+    /// how the directories on the way to `location` match names.
+    fn traversable(&self, location: &RelPath, matching: NameMatch) -> bool {
+        self.approval.leads_to_grant(location, matching) || self.readable(location, matching)
     }
 
-    fn readable(&self, location: &RelPath) -> bool {
+    fn readable(&self, location: &RelPath, matching: NameMatch) -> bool {
         self.is_own(location)
-            || (self.approval.within_grant(location, false)
-                && self.approval.policy_allows(location, Access::Read))
+            || (self.approval.within_grant(location, false, matching)
+                && self
+                    .approval
+                    .policy_allows(location, Access::Read, matching))
     }
 
-    fn write_allowed(&self, location: &RelPath) -> bool {
+    fn write_allowed(&self, location: &RelPath, matching: NameMatch) -> bool {
         self.is_own(location)
-            || (self.approval.within_grant(location, true)
-                && self.approval.policy_allows(location, Access::Write))
+            || (self.approval.within_grant(location, true, matching)
+                && self
+                    .approval
+                    .policy_allows(location, Access::Write, matching))
     }
 
     /// Whether the tool may make something new at `location`: where it may write, next to a path it may
     /// write (a temporary file), or on the way to one (`mkdir -p`).
-    fn create_allowed(&self, location: &RelPath) -> bool {
-        self.write_allowed(location)
+    fn create_allowed(&self, location: &RelPath, matching: NameMatch) -> bool {
+        self.write_allowed(location, matching)
             || self.approval.grants.iter().any(|g| {
                 g.access == Access::Write
-                    && (g.location.parent() == location.parent() || g.location.is_within(location))
+                    && (g.location.parent() == location.parent()
+                        || g.location.is_within_as(location, matching))
             })
     }
 
@@ -785,18 +828,19 @@ impl CallView {
         need: Need,
     ) -> Result<(), ViewError> {
         let location = &resolution.location;
+        let matching = resolution.matching;
         if matches!(need, Need::Write | Need::Create) && !self.writable {
             return Err(ViewError::ReadOnly);
         }
         let allowed = match need {
-            Need::Traverse => self.traversable(location),
-            Need::Read => self.readable(location),
-            Need::Write => self.write_allowed(location),
-            Need::Create => self.create_allowed(location),
+            Need::Traverse => self.traversable(location, matching),
+            Need::Read => self.readable(location, matching),
+            Need::Write => self.write_allowed(location, matching),
+            Need::Create => self.create_allowed(location, matching),
         };
         if !allowed {
             // What the tool may see but not change is `access`; the rest does not exist for it.
-            let visible = self.readable(location) || self.traversable(location);
+            let visible = self.readable(location, matching) || self.traversable(location, matching);
             return Err(if visible && need != Need::Read {
                 ViewError::Access
             } else {
@@ -807,19 +851,19 @@ impl CallView {
             Need::Traverse | Need::Read => Access::Read,
             Need::Write | Need::Create => Access::Write,
         };
-        let temporary = need == Need::Create && !self.write_allowed(location);
+        let temporary = need == Need::Create && !self.write_allowed(location, matching);
         if name != location
             && !temporary
             && !self.is_own(location)
             && need != Need::Traverse
-            && !self.approval.policy_allows(name, access)
+            && !self.approval.policy_allows(name, access, matching)
         {
             return Err(ViewError::NoEntry);
         }
         if !resolution
             .hops
             .iter()
-            .all(|hop| self.approval.policy_allows(hop, Access::Read))
+            .all(|hop| self.approval.policy_allows(hop, Access::Read, matching))
         {
             return Err(ViewError::NoEntry);
         }
@@ -925,6 +969,51 @@ struct Merged<'a> {
     lower: &'a mut Lower,
 }
 
+impl Merged<'_> {
+    /// Whether something the call made or removed holds `location` (then the lower layer has nothing
+    /// to say at it).
+    fn beneath_node(&self, location: &RelPath) -> bool {
+        let mut ancestor = location.parent();
+        while let Some(path) = ancestor {
+            if self.nodes.contains_key(&path) {
+                return true;
+            }
+            ancestor = path.parent();
+        }
+        false
+    }
+
+    /// The name of the call's own node in `dir` that answers to `name`, if one does: `name` itself, or
+    /// in a directory that folds, a node that differs from it only in spelling (a live one before a
+    /// removal).
+    fn node_answering(
+        &mut self,
+        dir: &RelPath,
+        name: &str,
+    ) -> Result<Option<String>, ResolveError> {
+        let direct = self.nodes.get(&dir.join(name));
+        if matches!(direct, Some(Node::File(_) | Node::Dir)) {
+            return Ok(Some(name.to_owned()));
+        }
+        let mut others: Vec<(&str, bool)> = children_of(self.nodes, dir)
+            .filter(|(other, _)| *other != name && NameMatch::Folding.same(other, name))
+            .map(|(other, node)| (other, !matches!(node, Node::Absent)))
+            .collect();
+        if others.is_empty() {
+            return Ok(direct.map(|_| name.to_owned()));
+        }
+        // A live node first, then a removal.
+        others.sort_by_key(|(_, live)| !live);
+        let (other, live) = (others[0].0.to_owned(), others[0].1);
+        let folds = folding_at(self.nodes, self.lower, dir)? == NameMatch::Folding;
+        Ok(match (folds, live, direct) {
+            (true, true, _) | (true, false, None) => Some(other),
+            (_, _, Some(_)) => Some(name.to_owned()),
+            (false, _, None) => None,
+        })
+    }
+}
+
 impl Namespace for Merged<'_> {
     fn entry(&mut self, location: &RelPath) -> Result<Option<Entry>, ResolveError> {
         match self.nodes.get(location) {
@@ -937,13 +1026,9 @@ impl Namespace for Merged<'_> {
             Some(Node::Absent) => return Ok(None),
             None => {}
         }
-        let mut ancestor = location.parent();
-        while let Some(path) = ancestor {
-            if self.nodes.contains_key(&path) {
-                // Beneath something the call made or removed, only the call's own nodes exist.
-                return Ok(None);
-            }
-            ancestor = path.parent();
+        if self.beneath_node(location) {
+            // Beneath something the call made or removed, only the call's own nodes exist.
+            return Ok(None);
         }
         // What the view already saw stays what it saw for the rest of the call: nothing, or a directory
         // (whose handle the lower layer keeps). Files are looked at again, since their content matters.
@@ -953,7 +1038,8 @@ impl Namespace for Merged<'_> {
             _ => {}
         }
         // What the approval does not show is never looked at: it is absent, like a missing name.
-        let entry = if self.approval.shows(location) {
+        let matching = self.matching(&location.parent().unwrap_or_default())?;
+        let entry = if self.approval.shows(location, matching) {
             Namespace::entry(self.lower, location)?
         } else {
             None
@@ -962,9 +1048,118 @@ impl Namespace for Merged<'_> {
         Ok(entry)
     }
 
+    fn lookup(
+        &mut self,
+        dir: &RelPath,
+        name: &str,
+    ) -> Result<Option<(String, Entry)>, ResolveError> {
+        if let Some(own) = self.node_answering(dir, name)? {
+            let entry = self.entry(&dir.join(&own))?;
+            return Ok(entry.map(|entry| (own, entry)));
+        }
+        let spelled = dir.join(name);
+        if self.beneath_node(&spelled) {
+            return Ok(None);
+        }
+        match self.observed.get(&spelled) {
+            Some(None) => return Ok(None),
+            Some(Some(entry)) if entry.kind == EntryKind::Dir => {
+                return Ok(Some((name.to_owned(), *entry)));
+            }
+            _ => {}
+        }
+        // What the approval does not show is never looked at, in any spelling.
+        let matching = self.matching(dir)?;
+        if !self.approval.shows(&spelled, matching) {
+            self.observed.entry(spelled).or_insert(None);
+            return Ok(None);
+        }
+        let Some((stored, entry)) = self
+            .lower
+            .lookup(dir, name)
+            .map_err(|e| ResolveError::io(&spelled, &e))?
+        else {
+            self.observed.entry(spelled).or_insert(None);
+            return Ok(None);
+        };
+        if stored == name {
+            self.observed.entry(spelled).or_insert(Some(entry));
+            return Ok(Some((stored, entry)));
+        }
+        // Another spelling of what the directory stores: the stored location answers, as the view
+        // knows it (a node of the call's, what it saw there) and as the approval shows it.
+        let location = dir.join(&stored);
+        if self.nodes.contains_key(&location) || self.observed.contains_key(&location) {
+            let entry = self.entry(&location)?;
+            return Ok(entry.map(|entry| (stored, entry)));
+        }
+        let matching = self.matching(dir)?;
+        if !self.approval.shows(&location, matching) {
+            return Ok(None);
+        }
+        self.observed.insert(location, Some(entry));
+        Ok(Some((stored, entry)))
+    }
+
+    fn matching(&mut self, dir: &RelPath) -> Result<NameMatch, ResolveError> {
+        let below = lower_ancestor(self.nodes, dir);
+        self.lower
+            .known_matching(&below)
+            .map_err(|e| ResolveError::io(&below, &e))
+    }
+
     fn link_target(&mut self, location: &RelPath) -> Result<String, ResolveError> {
         Namespace::link_target(self.lower, location)
     }
+}
+
+/// The call's own nodes directly in `dir`, by name.
+fn children_of<'n>(
+    nodes: &'n BTreeMap<RelPath, Node>,
+    dir: &RelPath,
+) -> impl Iterator<Item = (&'n str, &'n Node)> {
+    let depth = dir.depth() + 1;
+    let dir = dir.clone();
+    nodes
+        .iter()
+        .filter(move |(path, _)| path.depth() == depth && path.parent().as_ref() == Some(&dir))
+        .filter_map(|(path, node)| Some((path.file_name()?, node)))
+}
+
+/// The nearest directory at or above `dir` that the lower layer has (not one the call made, nor one
+/// beneath something it made or removed): what a directory of the call's matches names like.
+fn lower_ancestor(nodes: &BTreeMap<RelPath, Node>, dir: &RelPath) -> RelPath {
+    let mut below = dir.clone();
+    let mut ancestor = Some(dir.clone());
+    while let Some(path) = ancestor {
+        if nodes.contains_key(&path) {
+            below = path.parent().unwrap_or_default();
+        }
+        ancestor = path.parent();
+    }
+    below
+}
+
+/// How `dir` matches names, learned from its entries (or its nearest lower ancestor's) if no lookup
+/// showed it yet: a name the call makes there must answer to every spelling the directory would take
+/// for it.
+fn folding_at(
+    nodes: &BTreeMap<RelPath, Node>,
+    lower: &mut Lower,
+    dir: &RelPath,
+) -> Result<NameMatch, ResolveError> {
+    let below = lower_ancestor(nodes, dir);
+    lower
+        .matching(&below)
+        .map_err(|e| ResolveError::io(&below, &e))
+}
+
+/// The location `name` (a path as the tool spelled it) gives an entry found at `location` when its last
+/// component is spelled otherwise than the directory stores it: a rename to it changes the spelling.
+fn respelling(location: &RelPath, name: &RelPath) -> Option<RelPath> {
+    let spelled = name.file_name()?;
+    (Some(spelled) != location.file_name())
+        .then(|| location.parent().unwrap_or_default().join(spelled))
 }
 
 /// The entry of a directory that exists only in the view.

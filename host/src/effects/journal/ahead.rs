@@ -317,7 +317,7 @@ impl Journal {
     ) -> io::Result<()> {
         let path = RelPath::parse(&change.path)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad path in journal"))?;
-        let now = fresh.entry(&path)?;
+        let now = fresh.stored_entry(&path)?;
         let (parent, name) =
             parent_of(fresh, &path).map_err(|e| io::Error::other(e.to_string()))?;
         let pre = change.pre.as_deref().unwrap_or_default();

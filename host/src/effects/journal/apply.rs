@@ -36,6 +36,7 @@ use super::{CallMeta, CallState, Journal, JournalChange, JournalEntry, journal_e
 use crate::audit::now_ms;
 use crate::effects::{Change, ChangeKind, ChangeSet, EffectError};
 use crate::lower::Lower;
+use crate::names::NameMatch;
 use crate::resolve::{Entry, EntryKind, RelPath};
 use crate::root::Root;
 use crate::test_hooks::{crash_point, fail_point, moved};
@@ -338,6 +339,8 @@ fn preflight(fresh: &mut Lower, changes: &ChangeSet) -> Result<(), EffectError> 
         };
         match (change.kind, change.origin(), now) {
             (ChangeKind::Create | ChangeKind::MakeDir, _, None) => {}
+            (ChangeKind::Create | ChangeKind::MakeDir, _, Some(entry))
+                if respelled(changes, change, &entry) => {}
             (ChangeKind::Create | ChangeKind::MakeDir, _, Some(entry)) => {
                 return Err(changed(format!("{} appeared there", entry.kind.describe())));
             }
@@ -372,6 +375,25 @@ fn preflight(fresh: &mut Lower, changes: &ChangeSet) -> Result<(), EffectError> 
         }
     }
     Ok(())
+}
+
+/// Whether what answers to a new entry's name (`found`, on a directory that folds names) is the entry
+/// the same change set removes first from beside it under another spelling: the set changes only
+/// the spelling of a name, and the name is free once the removal moved.
+fn respelled(changes: &ChangeSet, made: &Change, found: &Entry) -> bool {
+    changes.changes().iter().any(|removal| {
+        matches!(removal.kind, ChangeKind::Delete | ChangeKind::RemoveDir)
+            && removal.path.parent() == made.path.parent()
+            && removal.path != made.path
+            && removal.matching == NameMatch::Folding
+            && removal
+                .origin()
+                .is_some_and(|origin| origin.is_same_object(found))
+            && NameMatch::Folding.same(
+                removal.path.file_name().unwrap_or_default(),
+                made.path.file_name().unwrap_or_default(),
+            )
+    })
 }
 
 fn identity_difference(origin: &Entry, now: &Entry) -> String {

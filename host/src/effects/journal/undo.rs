@@ -315,12 +315,14 @@ fn current(fresh: &mut Lower, path: &str) -> Result<Expected, UndoError> {
     current_io(fresh, path).map_err(|e| UndoError::Journal(format!("`{path}`: {e}")))
 }
 
-/// What is at `path` now: a file is hashed through the descriptor `lstat` described (a file swapped in
-/// between the two is an error, not a match).
+/// What is at `path` now, under that very name (on a directory that folds names, an entry stored under
+/// another spelling is not at `path`: a call that changed only a name's spelling left nothing at the
+/// old one): a file is hashed through the descriptor `lstat` described (a file swapped in between the
+/// two is an error, not a match).
 pub(super) fn current_io(fresh: &mut Lower, path: &str) -> io::Result<Expected> {
     let location = RelPath::parse(path)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad path in journal"))?;
-    let Some(entry) = fresh.entry(&location)? else {
+    let Some(entry) = fresh.stored_entry(&location)? else {
         return Ok(Expected::Absent);
     };
     Ok(match entry.kind {
