@@ -481,6 +481,53 @@ fn refusals_are_tool_errors_that_name_the_gate_step_and_change_nothing() {
 }
 
 #[test]
+fn on_a_root_that_folds_names_every_spelling_of_a_denied_name_or_the_state_directory_is_refused() {
+    // The root is on the test file system that folds case and Unicode forms, as a Mac's would be.
+    let dir = tempfile::tempdir_in(common::folding_fs().path()).unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("secrets")).unwrap();
+    std::fs::write(root.join(".env"), "TOKEN=do-not-leak\n").unwrap();
+    std::fs::write(root.join("secrets/key.txt"), "TOKEN=do-not-leak\n").unwrap();
+    let policy = write_policy(
+        dir.path(),
+        "default = \"workspace-write\"\ndeny = [\".env\", \"**/.env\", \"secrets/**\"]\n",
+    );
+    let mut server = Server::initialized(&root, &["--policy", policy.to_str().unwrap()], json!({}));
+    let written = server.call("write_file", json!({"path": "a.txt", "content": "a"}));
+    assert_eq!(written["isError"], false, "{written}");
+    let before = common::hash_tree(&root);
+    for (tool, arguments) in [
+        ("read_file", json!({"path": ".ENV"})),
+        ("read_file", json!({"path": "Secrets/KEY.txt"})),
+        ("write_file", json!({"path": ".Env", "content": "PWNED"})),
+        ("list_dir", json!({"path": ".TurnGate"})),
+        ("make_dir", json!({"path": ".TURNGATE/evil"})),
+    ] {
+        let result = server.call(tool, arguments.clone());
+        assert_eq!(result["isError"], true, "{tool} {arguments}: {result}");
+        assert!(!result.to_string().contains("do-not-leak"), "{result}");
+    }
+    let listed = server.call("list_dir", json!({"path": "."}));
+    let text = listed["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_lowercase();
+    assert!(
+        !text.contains(".env") && !text.contains(".turngate") && !text.contains("secrets"),
+        "{text}"
+    );
+    assert!(server.finish().success());
+    let after = common::hash_tree(&root);
+    let user_files = |tree: &std::collections::BTreeMap<PathBuf, String>| {
+        tree.iter()
+            .filter(|(path, _)| !path.starts_with(".turngate/journal.jsonl"))
+            .map(|(path, hash)| (path.clone(), hash.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(user_files(&after), user_files(&before));
+}
+
+#[test]
 fn bad_messages_get_json_rpc_errors_and_the_server_keeps_serving() {
     let root = workspace();
     let mut server = Server::initialized(root.path(), &[], json!({}));

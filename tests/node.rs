@@ -7,13 +7,15 @@
 //! and `node --test` runs `node/test/`. Any failing test, or no test run, fails this test.
 //!
 //! Needs `node` (20 or later) and `npm` on the PATH, and the npm registry on the first run.
+//! `TURNGATE_TEST_FOLDING_DIR` is a directory on the test file system that folds names, mounted by this
+//! process for as long as the tests run (`folding.test.js`).
 
 mod binding_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use binding_support::{built_library, cargo, repo, run};
+use binding_support::{built_library, cargo, folding_fs, repo, run};
 
 /// Builds the addon (dev profile) and copies it to `dest` as `turngate.node`; napi-derive writes the
 /// addon's type definitions into `type_defs` as it compiles.
@@ -75,7 +77,8 @@ fn node_package_tests_pass() {
                 "TURNGATE_TEST_GUEST_HOSTILE_RW_P3",
                 env!("TURNGATE_TEST_GUEST_HOSTILE_RW_P3"),
             )
-            .env("TURNGATE_TEST_BIN", env!("CARGO_BIN_EXE_turngate")),
+            .env("TURNGATE_TEST_BIN", env!("CARGO_BIN_EXE_turngate"))
+            .env("TURNGATE_TEST_FOLDING_DIR", folding_fs().path()),
         "node --test node/test",
     );
     eprintln!("{report}");

@@ -7,14 +7,15 @@
 //!
 //! The first run needs `python3` (3.11 or later, with venv) and PyPI; later runs find the venv
 //! installed. `TURNGATE_TEST_BIN` is this build's `turngate`, which installs the tools the registry tests
-//! load.
+//! load; `TURNGATE_TEST_FOLDING_DIR` is a directory on the test file system that folds names, mounted
+//! by this process for as long as pytest runs (`test_folding.py`).
 
 mod binding_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use binding_support::{as_from_a_shell, repo, run};
+use binding_support::{as_from_a_shell, folding_fs, repo, run};
 
 #[test]
 fn python_package_tests_pass() {
@@ -59,6 +60,7 @@ fn python_package_tests_pass() {
                 env!("TURNGATE_TEST_GUEST_HOSTILE_RW_P3"),
             )
             .env("TURNGATE_TEST_BIN", env!("CARGO_BIN_EXE_turngate"))
+            .env("TURNGATE_TEST_FOLDING_DIR", folding_fs().path())
             .env(
                 "TURNGATE_TEST_GUEST_NOT_A_TOOL",
                 env!("TURNGATE_TEST_GUEST_NOT_A_TOOL"),

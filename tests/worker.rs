@@ -26,8 +26,13 @@ struct Setup {
 
 impl Setup {
     fn new(test: &str) -> Option<Setup> {
+        Setup::in_dir(test, &std::env::temp_dir())
+    }
+
+    /// A setup whose roots are in a new temporary directory beneath `parent`.
+    fn in_dir(test: &str, parent: &Path) -> Option<Setup> {
         let nats = Nats::start(nats_server_binary(test)?);
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir_in(parent).unwrap();
         std::fs::create_dir_all(dir.path().join("roots/r1")).unwrap();
         let spec = WorkerSpec::new(nats.url(), &dir.path().join("roots"));
         Some(Setup { nats, dir, spec })
@@ -740,6 +745,67 @@ fn a_worker_runs_network_tools_under_its_policy() {
         seen.try_iter().collect::<Vec<_>>(),
         ["GET /allowed HTTP/1.1"]
     );
+}
+
+#[test]
+fn on_roots_that_fold_names_a_worker_refuses_every_spelling_of_a_denied_name_or_the_state_directory()
+ {
+    // The roots are on the test file system that folds case and Unicode forms.
+    let folding = turngate_testfs::shared(turngate_testfs::Options {
+        folding: true,
+        power_loss: false,
+    });
+    let test = "on_roots_that_fold_names_a_worker_refuses_every_spelling";
+    let Some(mut setup) = Setup::in_dir(test, folding.path()) else {
+        return;
+    };
+    setup.write(".env", "TOKEN=do-not-leak\n");
+    let policy = setup.dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "default = \"workspace-write\"\ndeny = [\".env\", \"**/.env\"]\n",
+    )
+    .unwrap();
+    setup.spec.policy = Some(policy);
+    let _worker = setup.spec.spawn(&[]);
+    let calls = [
+        (
+            "f1".to_owned(),
+            "write_file",
+            json!({"path": "a.txt", "content": "a"}),
+        ),
+        ("f2".to_owned(), "read_file", json!({"path": ".ENV"})),
+        (
+            "f3".to_owned(),
+            "write_file",
+            json!({"path": ".Env", "content": "PWNED"}),
+        ),
+        ("f4".to_owned(), "list_dir", json!({"path": ".TurnGate"})),
+        (
+            "f5".to_owned(),
+            "make_dir",
+            json!({"path": ".TURNGATE/evil"}),
+        ),
+        ("f6".to_owned(), "list_dir", json!({"path": "."})),
+    ];
+    setup.submit("fold-1", &anthropic_turn(&calls, false));
+    let results = setup.answered("fold-1", Duration::from_secs(60));
+    let report = &results.iter().find(|r| r.kind == "report").unwrap().payload;
+    let statuses: Vec<&str> = report["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| call["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["ok", "error", "error", "error", "error", "ok"],
+        "{report}"
+    );
+    let text = report.to_string().to_lowercase();
+    assert!(!text.contains("do-not-leak"), "{report}");
+    assert_eq!(setup.read(".env").as_deref(), Some("TOKEN=do-not-leak\n"));
+    assert!(!setup.root().join(".turngate/evil").exists());
 }
 
 /// A tool built for WASI 0.3 runs in a worker as a 0.2 one does, with nothing in the worker's surface

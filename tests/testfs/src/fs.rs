@@ -15,7 +15,7 @@ use fuser::{
 };
 
 use crate::tree::{Content, Dir, MetaOp, Node, Tree};
-use crate::{Cut, Keep, OpKind, Options, TraceOp, When};
+use crate::{At, Cut, Keep, OpKind, Options, TraceOp, When};
 
 /// Entries and attributes are valid for no time at all: every lookup and stat reaches the file system,
 /// which name folding needs (the kernel's dentry cache compares names byte for byte) and which keeps
@@ -201,13 +201,22 @@ impl State {
         }
         let (path, to, detail) = describe(&self.live);
         let mut fire = None;
-        if let Some((cut, seen)) = &mut self.cut
-            && cut.op == op
-            && (cut.path == path || to.as_deref() == Some(cut.path.as_str()))
-        {
-            *seen += 1;
-            if *seen == cut.nth {
-                fire = Some((cut.when, cut.keep));
+        if let Some((cut, seen)) = &mut self.cut {
+            let counts = match &cut.at {
+                At::Nth {
+                    op: kind, path: at, ..
+                } => *kind == op && (*at == path || to.as_deref() == Some(at.as_str())),
+                At::Index(_) => true,
+            };
+            if counts {
+                *seen += 1;
+                let strike = match cut.at {
+                    At::Nth { nth, .. } => nth,
+                    At::Index(index) => index,
+                };
+                if *seen == strike {
+                    fire = Some((cut.when, cut.keep));
+                }
             }
         }
         if self.tracing {

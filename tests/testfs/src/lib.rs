@@ -148,19 +148,32 @@ impl TraceOp {
     }
 }
 
-/// A power loss armed to strike at the `nth` operation of kind `op` on `path`.
+/// Which operation a [`Cut`] strikes at.
 ///
 /// Operations are counted from the moment the cut is armed, as they arrive (one that then fails counts
-/// too), and a rename counts when either its source or its target is `path`. Paths are as in
-/// [`TraceOp`].
+/// too). Paths are as in [`TraceOp`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum At {
+    /// The `nth` operation (from 1; 0 never strikes) of kind `op` on `path`; a rename counts when
+    /// either its source or its target is `path`.
+    Nth {
+        /// The kind of operation to strike at.
+        op: OpKind,
+        /// The path it must name, relative to the mount root.
+        path: String,
+        /// Which matching operation to strike at.
+        nth: usize,
+    },
+    /// The `n`th traced operation of any kind on any path (from 1): the same point of a workload that
+    /// does the same operations in the same order, whatever names it drew at random.
+    Index(usize),
+}
+
+/// A power loss armed to strike at an operation ([`At`]), before or after it runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cut {
-    /// The kind of operation to strike at.
-    pub op: OpKind,
-    /// The path it must name, relative to the mount root.
-    pub path: String,
-    /// Which matching operation to strike at, from 1 (0 never strikes).
-    pub nth: usize,
+    /// The operation to strike at.
+    pub at: At,
     /// Whether the operation runs before the power goes.
     pub when: When,
     /// What the power loss keeps of the operations still pending.
@@ -168,8 +181,22 @@ pub struct Cut {
 }
 
 impl Cut {
+    /// A cut at the `nth` operation of kind `op` on `path`.
+    pub fn nth(op: OpKind, path: &str, nth: usize, when: When, keep: Keep) -> Cut {
+        Cut {
+            at: At::Nth {
+                op,
+                path: path.to_owned(),
+                nth,
+            },
+            when,
+            keep,
+        }
+    }
+
     /// Every cut point of a traced run: for each operation, a cut before it and a cut after it, both
-    /// keeping `keep`. Run the same workload again with each one armed to cover every crash.
+    /// keeping `keep`, by kind and path. Run the same workload again with each one armed to cover
+    /// every crash.
     pub fn every(trace: &[TraceOp], keep: Keep) -> Vec<Cut> {
         let mut cuts = Vec::with_capacity(trace.len() * 2);
         for (at, op) in trace.iter().enumerate() {
@@ -178,16 +205,24 @@ impl Cut {
                 .filter(|seen| seen.matches(op.op, &op.path))
                 .count();
             for when in [When::Before, When::After] {
-                cuts.push(Cut {
-                    op: op.op,
-                    path: op.path.clone(),
-                    nth,
-                    when,
-                    keep,
-                });
+                cuts.push(Cut::nth(op.op, &op.path, nth, when, keep));
             }
         }
         cuts
+    }
+
+    /// Every cut point of a traced run by position ([`At::Index`]): before and after each of its
+    /// operations, keeping `keep`.
+    pub fn every_index(trace: &[TraceOp], keep: Keep) -> Vec<Cut> {
+        (1..=trace.len())
+            .flat_map(|index| {
+                [When::Before, When::After].map(|when| Cut {
+                    at: At::Index(index),
+                    when,
+                    keep,
+                })
+            })
+            .collect()
     }
 }
 

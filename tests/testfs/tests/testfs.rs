@@ -14,7 +14,7 @@ use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use turngate_testfs::{Cut, Keep, OpKind, Options, TestFs, TraceOp, When, shared};
+use turngate_testfs::{At, Cut, Keep, OpKind, Options, TestFs, TraceOp, When, shared};
 
 const FOLDING: Options = Options {
     folding: true,
@@ -731,13 +731,13 @@ fn three_versions(root: &Path) -> io::Result<()> {
 fn a_cut_strikes_before_or_after_the_nth_fsync_of_a_path() {
     let mut fs = mount(CRASHABLE);
     let root = fs.path().to_owned();
-    fs.cut_at(Cut {
-        op: OpKind::Fsync,
-        path: "f".to_owned(),
-        nth: 2,
-        when: When::Before,
-        keep: Keep::Committed,
-    });
+    fs.cut_at(Cut::nth(
+        OpKind::Fsync,
+        "f",
+        2,
+        When::Before,
+        Keep::Committed,
+    ));
     assert_eq!(
         three_versions(&root).unwrap_err().raw_os_error(),
         Some(libc::EIO)
@@ -748,13 +748,13 @@ fn a_cut_strikes_before_or_after_the_nth_fsync_of_a_path() {
     assert_eq!(fs::read(root.join("f")).unwrap(), b"v1");
 
     fs::remove_file(root.join("f")).unwrap();
-    fs.cut_at(Cut {
-        op: OpKind::Fsync,
-        path: "f".to_owned(),
-        nth: 2,
-        when: When::After,
-        keep: Keep::Committed,
-    });
+    fs.cut_at(Cut::nth(
+        OpKind::Fsync,
+        "f",
+        2,
+        When::After,
+        Keep::Committed,
+    ));
     // The second fsync answers; the write after it finds the machine dead.
     assert_eq!(
         three_versions(&root).unwrap_err().raw_os_error(),
@@ -796,9 +796,21 @@ fn the_trace_lists_operations_in_order_and_drives_a_crash_matrix() {
     assert!(fs.take_trace().is_empty());
     drop(fs);
 
+    // The same points by kind and path, and by position.
     let cuts = Cut::every(&trace, Keep::Committed);
     assert_eq!(cuts.len(), 10);
+    let by_index = Cut::every_index(&trace, Keep::Committed);
+    assert_eq!(by_index.len(), 10);
     let mut survived = Vec::new();
+    let mut survived_by_index = Vec::new();
+    for cut in by_index {
+        let mut fs = mount(CRASHABLE);
+        fs.cut_at(cut.clone());
+        let _ = atomic_write(fs.path());
+        assert!(fs.is_frozen(), "{cut:?} never struck");
+        fs.reboot().unwrap();
+        survived_by_index.push(names(fs.path()));
+    }
     for cut in cuts {
         let mut fs = mount(CRASHABLE);
         fs.cut_at(cut.clone());
@@ -825,6 +837,7 @@ fn the_trace_lists_operations_in_order_and_drives_a_crash_matrix() {
         &["final"],
     ];
     assert_eq!(survived, expected);
+    assert_eq!(survived_by_index, expected);
 }
 
 #[test]
@@ -845,20 +858,17 @@ fn a_rename_cut_matches_its_source_or_its_target() {
     ];
     let nths: Vec<usize> = Cut::every(&trace, Keep::All)
         .iter()
-        .map(|cut| cut.nth)
+        .map(|cut| match cut.at {
+            At::Nth { nth, .. } => nth,
+            At::Index(_) => unreachable!("`every` cuts by kind and path"),
+        })
         .collect();
     assert_eq!(nths, [1, 1, 2, 2]);
 
     let mut fs = mount(CRASHABLE);
     let root = fs.path().to_owned();
     write_synced(&root.join("a"), b"x").unwrap();
-    fs.cut_at(Cut {
-        op: OpKind::Rename,
-        path: "b".to_owned(),
-        nth: 2,
-        when: When::Before,
-        keep: Keep::All,
-    });
+    fs.cut_at(Cut::nth(OpKind::Rename, "b", 2, When::Before, Keep::All));
     fs::rename(root.join("a"), root.join("b")).unwrap();
     assert_eq!(errno(fs::rename(root.join("b"), root.join("c"))), libc::EIO);
     fs.reboot().unwrap();
