@@ -459,3 +459,21 @@ fn a_change_by_a_tool_of_either_generation_is_journaled_and_undone() {
         assert_eq!(ws.read("notes.txt"), "the user's notes\n", "{tool}");
     }
 }
+
+#[test]
+fn undoing_calls_that_made_nested_directories_removes_them() {
+    // The undo removes `m/deep` through a handle of `m`, then `m`, then flushes the directories it
+    // changed: `m` among them, gone by then but still held.
+    let ws = Workspace::new();
+    let effects = Effects::new(Retention::default());
+    call_as(&ws, &effects, "d1", (bundled(), "make_dir"), json!({"path": "m/deep"}));
+    write(&ws, &effects, "d2", "m/deep/a.txt", "a\n");
+    let mut journal = open(&ws).unwrap();
+    journal
+        .undo(&ws.root, &UndoTarget::Call("d2".into()))
+        .expect("the file's undo");
+    journal
+        .undo(&ws.root, &UndoTarget::Call("d1".into()))
+        .expect("the directories' undo");
+    assert!(!ws.exists("m"));
+}

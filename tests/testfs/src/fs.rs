@@ -57,6 +57,11 @@ pub(crate) struct State {
     pending: Vec<MetaOp>,
     /// Open file handles per inode: an inode removed while open lives until its last release.
     open: HashMap<u64, u32>,
+    /// How many times each inode was handed to the kernel (lookup, create, mkdir, ...) and not yet
+    /// forgotten: an inode removed while the kernel still knows it (a dentry, an `O_PATH` descriptor)
+    /// lives until it is forgotten, so that `fstat` of it answers (with no links), as on any file
+    /// system.
+    known: HashMap<u64, u64>,
     next_ino: u64,
     next_fh: u64,
     /// Set from the power loss to the reboot, with what the reboot keeps of the pending operations.
@@ -77,6 +82,7 @@ impl State {
             committed: tree,
             pending: Vec::new(),
             open: HashMap::new(),
+            known: HashMap::new(),
             next_ino: crate::tree::ROOT + 1,
             next_fh: 1,
             frozen: None,
@@ -160,6 +166,7 @@ impl State {
         self.committed = image;
         self.pending.clear();
         self.open.clear();
+        self.known.clear();
         self.cut = None;
         self.generation += 1;
         self.generation
@@ -250,9 +257,7 @@ impl State {
     /// Run a metadata operation on the live tree and journal it.
     fn meta(&mut self, op: MetaOp) -> Result<(), Errno> {
         for ino in self.live.apply(&op)? {
-            if !self.open.contains_key(&ino) {
-                self.live.nodes.remove(&ino);
-            }
+            self.free_if_unused(ino);
         }
         if self.power_loss {
             self.pending.push(op);
@@ -370,15 +375,36 @@ impl State {
             *count = count.saturating_sub(1);
             if *count == 0 {
                 self.open.remove(&ino);
-                if self
-                    .live
-                    .nodes
-                    .get(&ino)
-                    .is_some_and(|node| node.nlink == 0)
-                {
-                    self.live.nodes.remove(&ino);
-                }
+                self.free_if_unused(ino);
             }
+        }
+    }
+
+    /// Count an inode handed to the kernel in an entry.
+    fn handed_out(&mut self, ino: u64) {
+        *self.known.entry(ino).or_default() += 1;
+    }
+
+    /// The kernel forgot `lookups` of its references to `ino`.
+    fn forget(&mut self, ino: u64, lookups: u64) {
+        if let Some(count) = self.known.get_mut(&ino) {
+            *count = count.saturating_sub(lookups);
+            if *count == 0 {
+                self.known.remove(&ino);
+                self.free_if_unused(ino);
+            }
+        }
+    }
+
+    /// Drop `ino` if no entry names it, no handle has it open and the kernel forgot it.
+    fn free_if_unused(&mut self, ino: u64) {
+        let unlinked = self
+            .live
+            .nodes
+            .get(&ino)
+            .is_some_and(|node| node.nlink == 0);
+        if unlinked && !self.open.contains_key(&ino) && !self.known.contains_key(&ino) {
+            self.live.nodes.remove(&ino);
         }
     }
 
@@ -732,7 +758,10 @@ impl Server {
 
     fn entry(&self, reply: ReplyEntry, result: Result<FileAttr, Errno>) {
         match result {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Ok(attr) => {
+                lock(&self.state).handed_out(attr.ino.0);
+                reply.entry(&TTL, &attr, Generation(0));
+            }
             Err(errno) => reply.error(errno),
         }
     }
@@ -760,6 +789,13 @@ fn special(mode: u32) -> Result<Content, Errno> {
 impl Filesystem for Server {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.entry(reply, self.with(|state| state.lookup(parent.0, name)));
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let mut state = lock(&self.state);
+        if state.generation == self.generation {
+            state.forget(ino.0, nlookup);
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -1060,13 +1096,16 @@ impl Filesystem for Server {
         reply: ReplyCreate,
     ) {
         match self.with(|state| state.create(req, parent.0, name, mode & !umask, flags)) {
-            Ok((attr, fh)) => reply.created(
-                &TTL,
-                &attr,
-                Generation(0),
-                FileHandle(fh),
-                FopenFlags::empty(),
-            ),
+            Ok((attr, fh)) => {
+                lock(&self.state).handed_out(attr.ino.0);
+                reply.created(
+                    &TTL,
+                    &attr,
+                    Generation(0),
+                    FileHandle(fh),
+                    FopenFlags::empty(),
+                );
+            }
             Err(errno) => reply.error(errno),
         }
     }

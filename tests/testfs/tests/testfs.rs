@@ -942,3 +942,15 @@ fn shared_mounts_are_one_per_options() {
     fs::write(dir.join("X"), "x").unwrap();
     assert_eq!(fs::read_to_string(dir.join("x")).unwrap(), "x");
 }
+
+#[test]
+fn a_directory_removed_while_held_open_answers_fstat_with_no_links() {
+    let fs = mount(Options::default());
+    let dir = fs.path().join("gone");
+    fs::create_dir(&dir).unwrap();
+    let held = fs::File::open(&dir).unwrap();
+    fs::remove_dir(&dir).unwrap();
+    let metadata = held.metadata().expect("the kernel still holds the inode");
+    assert!(metadata.is_dir());
+    assert_eq!(metadata.nlink(), 0);
+}

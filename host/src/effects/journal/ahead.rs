@@ -392,10 +392,12 @@ fn sync_if_still(fresh: &mut Lower, path: &str, object: (u64, u64)) -> io::Resul
 }
 
 /// Whether `entry` is the inode the call moved into place, not modified since the call wrote it: what
-/// a write whose data a power loss took leaves.
+/// a write whose data a power loss took leaves. The inode number is compared, not the device: a device
+/// number is the boot's (a FUSE mount gets a new one each time, a disk may be numbered otherwise),
+/// while a file system keeps its inode numbers across a reboot.
 fn lost_data(entry: &crate::resolve::Entry, file: &AheadFile) -> bool {
     entry.kind == EntryKind::File
-        && (entry.identity.dev, entry.identity.ino) == file.object
+        && entry.identity.ino == file.object.1
         && entry.identity.mtime_ns <= file.mtime_ns
 }
 
@@ -440,7 +442,8 @@ fn replace_lost(staging: &Dir, parent: &Dir, name: &str, file: &AheadFile) -> io
     let mode = cap_std::fs::MetadataExt::mode(&parent.symlink_metadata(name)?);
     let staged = stage(staging, file, Some(mode))?;
     exchange(staging, &staged, parent, name)?;
-    if object_at(staging, &staged)? != file.object {
+    // The lost inode, by its number: the device's number is the boot's.
+    if object_at(staging, &staged)?.1 != file.object.1 {
         let _ = exchange(staging, &staged, parent, name);
         let _ = staging.remove_file(&staged);
         return Err(io::Error::new(
