@@ -466,7 +466,13 @@ fn undoing_calls_that_made_nested_directories_removes_them() {
     // changed: `m` among them, gone by then but still held.
     let ws = Workspace::new();
     let effects = Effects::new(Retention::default());
-    call_as(&ws, &effects, "d1", (bundled(), "make_dir"), json!({"path": "m/deep"}));
+    call_as(
+        &ws,
+        &effects,
+        "d1",
+        (bundled(), "make_dir"),
+        json!({"path": "m/deep"}),
+    );
     write(&ws, &effects, "d2", "m/deep/a.txt", "a\n");
     let mut journal = open(&ws).unwrap();
     journal

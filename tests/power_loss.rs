@@ -23,8 +23,9 @@ use std::process::Command;
 use common::bundled;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use turngate::effects::journal::{Journal, Retention, UndoTarget};
 use turngate::{CallContext, Effects, Policy, Root, Toolbox};
-use turngate_testfs::{At, Cut, Keep, OpKind, Options, TestFs, TraceOp};
+use turngate_testfs::{At, Cut, Keep, OpKind, Options, TestFs, TraceOp, When};
 
 const CRASHABLE: Options = Options {
     folding: false,
@@ -45,11 +46,13 @@ enum State {
 /// One call of a workload: a bundled tool and its input.
 type Call = (&'static str, Value);
 
-/// A workload: the root's start (path, content) and the calls of one turn.
+/// A workload: the root's start (path, content), the calls of one turn, and whether what is cut is the
+/// undo of that turn (the calls then apply whole first) rather than the calls.
 struct Workload {
     name: &'static str,
-    start: Vec<(&'static str, String)>,
+    start: Vec<(String, String)>,
     calls: Vec<Call>,
+    undo: bool,
 }
 
 fn sha256(bytes: &[u8]) -> String {
@@ -126,6 +129,27 @@ impl Machine {
         } else {
             Err(failed.join("\n"))
         }
+    }
+
+    /// What comes before the part of `workload` that is cut: the calls, when what is cut is their undo.
+    fn prepare(&self, workload: &Workload) {
+        if workload.undo {
+            self.run(&workload.calls)
+                .expect("the calls apply before their undo");
+        }
+    }
+
+    /// The part of `workload` that is cut: its calls, or the undo of their turn (in this process too).
+    fn act(&self, workload: &Workload) -> Result<(), String> {
+        if !workload.undo {
+            return self.run(&workload.calls);
+        }
+        let root = Root::open(&self.root).map_err(|e| e.to_string())?;
+        let mut journal = Journal::open(&root, Retention::default()).map_err(|e| e.to_string())?;
+        journal
+            .undo(&root, &UndoTarget::Turn(TURN.into()))
+            .map(drop)
+            .map_err(|e| e.to_string())
     }
 
     /// The power went at the cut: the machine starts again, the file system as it survived.
@@ -233,11 +257,12 @@ fn check_after_reboot(machine: &Machine, start: &BTreeMap<String, State>) -> Res
     Ok(())
 }
 
-/// The workload once, traced: every operation it makes, in order.
+/// The workload once, traced: every operation of what it cuts, in order.
 fn trace(workload: &Workload) -> Vec<TraceOp> {
     let machine = Machine::new(workload);
+    machine.prepare(workload);
     machine.fs.trace(true);
-    if let Err(failed) = machine.run(&workload.calls) {
+    if let Err(failed) = machine.act(workload) {
         panic!("`{}` failed without a cut: {failed}", workload.name);
     }
     let trace = machine.fs.take_trace();
@@ -275,8 +300,9 @@ fn crash_matrix(workload: &Workload, keeps: &[Keep]) {
             }
             cuts += 1;
             let mut machine = Machine::new(workload);
+            machine.prepare(workload);
             machine.fs.cut_at(cut.clone());
-            let _ = machine.run(&workload.calls);
+            let _ = machine.act(workload);
             if !machine.fs.is_frozen() {
                 // A run that took another path than the traced one (it cannot here: one thread).
                 broken.push(format!("{cut:?} never struck"));
@@ -289,6 +315,7 @@ fn crash_matrix(workload: &Workload, keeps: &[Keep]) {
             }
         }
     }
+    eprintln!("`{}`: {cuts} cuts", workload.name);
     assert!(
         broken.is_empty(),
         "{} of {cuts} cuts of `{}` broke a promise:\n{}",
@@ -302,8 +329,8 @@ fn small_writes() -> Workload {
     Workload {
         name: "small calls written ahead",
         start: vec![
-            ("f0.txt", "old zero\n".into()),
-            ("f1.txt", "old one\n".into()),
+            ("f0.txt".into(), "old zero\n".into()),
+            ("f1.txt".into(), "old one\n".into()),
         ],
         calls: vec![
             (
@@ -317,6 +344,7 @@ fn small_writes() -> Workload {
             ),
             ("delete_file", json!({"path": "f1.txt"})),
         ],
+        undo: false,
     }
 }
 
@@ -337,8 +365,8 @@ fn large_calls_flushed_in_place_keep_every_promise_at_every_cut() {
     let workload = Workload {
         name: "large calls flushed in place",
         start: vec![
-            ("f0.txt", large("old zero", 300 << 10)),
-            ("f1.txt", "old one\n".into()),
+            ("f0.txt".into(), large("old zero", 300 << 10)),
+            ("f1.txt".into(), "old one\n".into()),
         ],
         calls: vec![
             (
@@ -360,6 +388,7 @@ fn large_calls_flushed_in_place_keep_every_promise_at_every_cut() {
                 json!({"path": "f1.txt", "content": large("newer one", 300 << 10)}),
             ),
         ],
+        undo: false,
     };
     crash_matrix(&workload, &[Keep::Committed, Keep::All]);
 }
@@ -369,9 +398,9 @@ fn edits_and_deletes_keep_every_promise_at_every_cut() {
     let workload = Workload {
         name: "edits and deletes",
         start: vec![
-            ("f0.txt", "alpha\nbeta\n".into()),
-            ("f1.txt", "old one\n".into()),
-            ("d/f2.txt", "old two\n".into()),
+            ("f0.txt".into(), "alpha\nbeta\n".into()),
+            ("f1.txt".into(), "old one\n".into()),
+            ("d/f2.txt".into(), "old two\n".into()),
         ],
         calls: vec![
             (
@@ -389,6 +418,7 @@ fn edits_and_deletes_keep_every_promise_at_every_cut() {
                 json!({"path": "f1.txt", "content": "one again\n"}),
             ),
         ],
+        undo: false,
     };
     crash_matrix(&workload, &[Keep::Committed, Keep::All]);
 }
@@ -398,8 +428,8 @@ fn directories_made_and_files_written_in_them_keep_every_promise_at_every_cut() 
     let workload = Workload {
         name: "directories made",
         start: vec![
-            ("f0.txt", "old zero\n".into()),
-            ("d/f1.txt", "old one\n".into()),
+            ("f0.txt".into(), "old zero\n".into()),
+            ("d/f1.txt".into(), "old one\n".into()),
         ],
         calls: vec![
             ("make_dir", json!({"path": "m/deep"})),
@@ -411,6 +441,137 @@ fn directories_made_and_files_written_in_them_keep_every_promise_at_every_cut() 
             ("write_file", json!({"path": "d/e/b.txt", "content": "b\n"})),
             ("delete_file", json!({"path": "d/f1.txt"})),
         ],
+        undo: false,
     };
     crash_matrix(&workload, &[Keep::Committed, Keep::All]);
+}
+
+#[test]
+fn undo_keeps_every_promise_at_every_cut() {
+    let mut workload = small_writes();
+    workload.name = "undo of a turn";
+    workload.undo = true;
+    crash_matrix(&workload, &[Keep::Committed, Keep::All]);
+}
+
+#[test]
+fn a_power_loss_during_recovery_is_recovered_from_in_the_next_boot() {
+    // The first cut leaves work for recovery (after each flush of the log: intents and their new
+    // content on disk, their moves and data not all); the second cuts that recovery at each of its
+    // operations; the third boot must settle the journal as if nothing had interrupted the second.
+    let workload = small_writes();
+    let trace = trace(&workload);
+    let start = states(&Machine::new(&workload).root);
+    let first_cuts: Vec<Cut> = Cut::every_index(&trace, Keep::All)
+        .into_iter()
+        .filter(|cut| {
+            let At::Index(index) = cut.at else {
+                unreachable!("the matrix cuts by position")
+            };
+            cut.when == When::After && trace[index - 1].op == OpKind::Fsync
+        })
+        .collect();
+    let crashed = |first: &Cut| {
+        let mut machine = Machine::new(&workload);
+        machine.fs.cut_at(first.clone());
+        let _ = machine.act(&workload);
+        machine.reboot();
+        machine
+    };
+    let mut broken = Vec::new();
+    let mut cuts = 0;
+    for first in &first_cuts {
+        let recovery = {
+            let machine = crashed(first);
+            machine.fs.trace(true);
+            machine.journal();
+            machine.fs.take_trace()
+        };
+        for second in Cut::every_index(&recovery, Keep::Committed) {
+            let At::Index(index) = second.at else {
+                unreachable!("the matrix cuts by position")
+            };
+            if !distinct(&recovery, index - 1) {
+                continue;
+            }
+            cuts += 1;
+            let mut machine = crashed(first);
+            machine.fs.cut_at(second.clone());
+            let _ = machine.turngate(&["journal"]);
+            if !machine.fs.is_frozen() {
+                broken.push(format!("{first:?}, then {second:?}: never struck"));
+                continue;
+            }
+            machine.reboot();
+            if let Err(why) = check_after_reboot(&machine, &start) {
+                let op = &recovery[index - 1];
+                broken.push(format!("{first:?}, then {second:?} at {op:?}: {why}"));
+            }
+        }
+    }
+    assert!(cuts > 0, "no recovery had anything to do");
+    eprintln!("recoveries of `{}`: {cuts} cuts", workload.name);
+    assert!(
+        broken.is_empty(),
+        "{} of {cuts} cuts of recoveries broke a promise:\n{}",
+        broken.len(),
+        broken.join("\n\n")
+    );
+}
+
+#[test]
+fn a_long_turn_cut_at_random_moments_keeps_every_promise() {
+    // The report's run: 120 writes and a delete, cut at moments drawn at random (the seed is fixed, so
+    // a failure repeats), each keeping a random part of the metadata not yet committed.
+    let mut calls: Vec<Call> = (0..120)
+        .map(|n| {
+            let content = if n % 40 == 39 {
+                large(&format!("call {n}"), 300 << 10)
+            } else {
+                format!("call {n}\n")
+            };
+            (
+                "write_file",
+                json!({"path": format!("f{:03}.txt", n % 50), "content": content}),
+            )
+        })
+        .collect();
+    calls.push(("delete_file", json!({"path": "f007.txt"})));
+    let workload = Workload {
+        name: "120 writes and a delete",
+        start: (0..25)
+            .map(|n| (format!("f{n:03}.txt"), format!("old {n}\n")))
+            .collect(),
+        calls,
+        undo: false,
+    };
+    let trace = trace(&workload);
+    let start = states(&Machine::new(&workload).root);
+    let mut random = fastrand::Rng::with_seed(47);
+    let mut broken = Vec::new();
+    const CUTS: usize = 24;
+    for _ in 0..CUTS {
+        let cut = Cut {
+            at: At::Index(random.usize(1..=trace.len())),
+            when: if random.bool() {
+                When::Before
+            } else {
+                When::After
+            },
+            keep: Keep::Prefix(random.usize(0..64)),
+        };
+        let mut machine = Machine::new(&workload);
+        machine.fs.cut_at(cut.clone());
+        let _ = machine.act(&workload);
+        machine.reboot();
+        if let Err(why) = check_after_reboot(&machine, &start) {
+            broken.push(format!("{cut:?}: {why}"));
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "{} of {CUTS} random cuts broke a promise:\n{}",
+        broken.len(),
+        broken.join("\n\n")
+    );
 }

@@ -23,9 +23,14 @@ impl Journal {
     /// Settles calls a crashed process left half-done. Called with the lock held.
     pub(super) fn recover(&mut self, root: &Root) -> Result<(), EffectError> {
         self.roll_forward_lost(root)?;
+        // Newest first, as undo goes: the calls of a turn are all marked for undo before the first is
+        // put back, and an older call's files are as it left them only once the newer ones are undone.
+        // (Of the applies, only the newest can be unfinished: the next call's intent flushes the log
+        // with every mark before it.)
         let open: Vec<JournalEntry> = self
             .calls
             .values()
+            .rev()
             .filter(|c| matches!(c.state, CallState::Intent | CallState::Undo))
             .cloned()
             .collect();
