@@ -30,6 +30,14 @@ use turngate_testfs::{At, Cut, Keep, OpKind, Options, TestFs, TraceOp, When};
 const CRASHABLE: Options = Options {
     folding: false,
     power_loss: true,
+    plain_renames: false,
+};
+
+/// The same, without `RENAME_NOREPLACE` and `RENAME_EXCHANGE` (as LazyFS, NFS and many FUSE file
+/// systems): the journal takes its fallbacks, a link and an unlink, or a link and two renames.
+const CRASHABLE_PLAIN_RENAMES: Options = Options {
+    plain_renames: true,
+    ..CRASHABLE
 };
 
 /// The turn every workload's calls belong to.
@@ -53,6 +61,8 @@ struct Workload {
     start: Vec<(String, String)>,
     calls: Vec<Call>,
     undo: bool,
+    /// The file system the root is on.
+    options: Options,
 }
 
 fn sha256(bytes: &[u8]) -> String {
@@ -99,7 +109,7 @@ struct Machine {
 impl Machine {
     /// A fresh file system with the workload's start on it, flushed.
     fn new(workload: &Workload) -> Machine {
-        let fs = TestFs::mount(CRASHABLE).unwrap();
+        let fs = TestFs::mount(workload.options).unwrap();
         let root = fs.path().join("root");
         std::fs::create_dir(&root).unwrap();
         for (path, content) in &workload.start {
@@ -345,6 +355,7 @@ fn small_writes() -> Workload {
             ("delete_file", json!({"path": "f1.txt"})),
         ],
         undo: false,
+        options: CRASHABLE,
     }
 }
 
@@ -360,9 +371,8 @@ fn large(tag: &str, size: usize) -> String {
     line.repeat(size / line.len() + 1)
 }
 
-#[test]
-fn large_calls_flushed_in_place_keep_every_promise_at_every_cut() {
-    let workload = Workload {
+fn large_writes() -> Workload {
+    Workload {
         name: "large calls flushed in place",
         start: vec![
             ("f0.txt".into(), large("old zero", 300 << 10)),
@@ -389,8 +399,13 @@ fn large_calls_flushed_in_place_keep_every_promise_at_every_cut() {
             ),
         ],
         undo: false,
-    };
-    crash_matrix(&workload, &[Keep::Committed, Keep::All]);
+        options: CRASHABLE,
+    }
+}
+
+#[test]
+fn large_calls_flushed_in_place_keep_every_promise_at_every_cut() {
+    crash_matrix(&large_writes(), &[Keep::Committed, Keep::All]);
 }
 
 #[test]
@@ -419,6 +434,7 @@ fn edits_and_deletes_keep_every_promise_at_every_cut() {
             ),
         ],
         undo: false,
+        options: CRASHABLE,
     };
     crash_matrix(&workload, &[Keep::Committed, Keep::All]);
 }
@@ -442,6 +458,7 @@ fn directories_made_and_files_written_in_them_keep_every_promise_at_every_cut() 
             ("delete_file", json!({"path": "d/f1.txt"})),
         ],
         undo: false,
+        options: CRASHABLE,
     };
     crash_matrix(&workload, &[Keep::Committed, Keep::All]);
 }
@@ -544,6 +561,7 @@ fn a_long_turn_cut_at_random_moments_keeps_every_promise() {
             .collect(),
         calls,
         undo: false,
+        options: CRASHABLE,
     };
     let trace = trace(&workload);
     let start = states(&Machine::new(&workload).root);
@@ -574,4 +592,16 @@ fn a_long_turn_cut_at_random_moments_keeps_every_promise() {
         broken.len(),
         broken.join("\n\n")
     );
+}
+
+#[test]
+fn without_renames_that_exchange_or_never_replace_every_promise_holds_at_every_cut() {
+    for mut workload in [small_writes(), large_writes()] {
+        workload.name = match workload.name {
+            "small calls written ahead" => "small calls, plain renames",
+            _ => "large calls, plain renames",
+        };
+        workload.options = CRASHABLE_PLAIN_RENAMES;
+        crash_matrix(&workload, &[Keep::Committed, Keep::All]);
+    }
 }

@@ -754,6 +754,7 @@ fn on_roots_that_fold_names_a_worker_refuses_every_spelling_of_a_denied_name_or_
     let folding = turngate_testfs::shared(turngate_testfs::Options {
         folding: true,
         power_loss: false,
+        ..turngate_testfs::Options::default()
     });
     let test = "on_roots_that_fold_names_a_worker_refuses_every_spelling";
     let Some(mut setup) = Setup::in_dir(test, folding.path()) else {

@@ -60,6 +60,7 @@ pub mod names;
 pub mod network;
 pub mod outcome;
 pub mod pipeline;
+mod platform;
 pub mod policy;
 pub mod providers;
 pub mod registry;

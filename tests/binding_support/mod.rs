@@ -13,6 +13,7 @@ pub fn folding_fs() -> &'static turngate_testfs::TestFs {
     turngate_testfs::shared(turngate_testfs::Options {
         folding: true,
         power_loss: false,
+        ..turngate_testfs::Options::default()
     })
 }
 

@@ -1,7 +1,8 @@
 //! The upper layer of a view: the staged files holding everything the call wrote.
 //!
 //! Staged files live flat in the root's staging directory (`.turngate/staging/`, see
-//! `Root::staging_dir`), named by the process's ID, the call's token and a number (`<pid>-<token>-<n>`;
+//! `Root::staging_dir`), named by the process (its ID and boot, `crate::platform::process_mark`), the
+//! call's token and a number (`<pid>@<boot>-<token>-<n>`;
 //! which location each one stands for is the view's business), on the root's filesystem so the effect
 //! pipeline can move them into place with a rename. Whatever a call staged and did not apply is removed
 //! when its staging is dropped: a call that traps, times out or is cancelled leaves no temporary file
@@ -96,8 +97,12 @@ impl Staging {
     pub(crate) fn new(dir: Arc<Dir>, quota: Arc<Quota>) -> Staging {
         Staging {
             dir,
-            // The process's ID first: the journal's recovery removes what a dead process left.
-            token: format!("{}-{:016x}", std::process::id(), fastrand::u64(..)),
+            // The process first: the journal's recovery removes what a dead process left.
+            token: format!(
+                "{}-{:016x}",
+                crate::platform::process_mark(),
+                fastrand::u64(..)
+            ),
             created: Vec::new(),
             quota,
         }

@@ -46,6 +46,8 @@ pub(crate) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 #[derive(Debug)]
 pub(crate) struct State {
     power_loss: bool,
+    /// Answer EINVAL to renames with flags ([`crate::Options::plain_renames`]).
+    plain_renames: bool,
     /// Which mount is current: a request from an earlier mount (before a reboot) answers EIO.
     pub(crate) generation: u64,
     /// What processes see.
@@ -77,6 +79,7 @@ impl State {
         let tree = Tree::new(options.folding, uid, gid, SystemTime::now());
         State {
             power_loss: options.power_loss,
+            plain_renames: options.plain_renames,
             generation: 0,
             live: tree.clone(),
             committed: tree,
@@ -470,6 +473,10 @@ impl State {
             let to = tree.entry_path(newparent, newname);
             (tree.entry_path(parent, name), Some(to), detail)
         })?;
+        if self.plain_renames && flags != 0 {
+            self.freeze_after(after);
+            return Err(Errno::EINVAL);
+        }
         let result = self.meta(MetaOp::Rename {
             parent,
             name: name.to_owned(),

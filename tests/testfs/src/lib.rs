@@ -81,6 +81,9 @@ pub struct Options {
     pub folding: bool,
     /// Keep a durable state beside the live one, for [`TestFs::power_loss`] and [`TestFs::cut_at`].
     pub power_loss: bool,
+    /// Answer EINVAL to `renameat2` with `RENAME_NOREPLACE` or `RENAME_EXCHANGE`, as file systems
+    /// without them do (LazyFS, NFS, many FUSE file systems), so programs take their fallbacks.
+    pub plain_renames: bool,
 }
 
 /// Which of the metadata operations still pending (journaled, not yet committed by an fsync) a power
@@ -359,8 +362,10 @@ impl Drop for TestFs {
 ///
 /// If the file system cannot be mounted (the process is not root, or `/dev/fuse` is missing).
 pub fn shared(options: Options) -> &'static TestFs {
-    static SHARED: [OnceLock<TestFs>; 4] = [const { OnceLock::new() }; 4];
-    let slot = &SHARED[usize::from(options.folding) * 2 + usize::from(options.power_loss)];
+    static SHARED: [OnceLock<TestFs>; 8] = [const { OnceLock::new() }; 8];
+    let slot = &SHARED[usize::from(options.folding) * 4
+        + usize::from(options.power_loss) * 2
+        + usize::from(options.plain_renames)];
     slot.get_or_init(|| {
         TestFs::mount(options)
             .unwrap_or_else(|error| panic!("mounting the test file system ({options:?}): {error}"))

@@ -19,14 +19,17 @@ use turngate_testfs::{At, Cut, Keep, OpKind, Options, TestFs, TraceOp, When, sha
 const FOLDING: Options = Options {
     folding: true,
     power_loss: false,
+    plain_renames: false,
 };
 const PLAIN: Options = Options {
     folding: false,
     power_loss: false,
+    plain_renames: false,
 };
 const CRASHABLE: Options = Options {
     folding: false,
     power_loss: true,
+    plain_renames: false,
 };
 
 fn mount(options: Options) -> TestFs {

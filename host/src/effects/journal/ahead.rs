@@ -32,7 +32,6 @@
 
 use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
-use std::sync::OnceLock;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -49,6 +48,7 @@ use super::{CallState, Journal, JournalChange, journal_error};
 use crate::audit::now_ms;
 use crate::effects::{ChangeKind, ChangeSet, EffectError, hash_reader};
 use crate::lower::Lower;
+use crate::platform;
 use crate::resolve::{EntryKind, RelPath};
 use crate::root::{Root, STATE_DIR};
 use crate::view::staging::STAGING_DIR;
@@ -93,40 +93,10 @@ impl Ahead {
     }
 }
 
-/// This machine's identity: `/etc/machine-id`, else the host name.
-fn machine_id() -> &'static str {
-    static MACHINE: OnceLock<String> = OnceLock::new();
-    MACHINE.get_or_init(|| {
-        crate::test_hooks::machine_id()
-            .map(str::to_owned)
-            .or_else(|| first_line_of("/etc/machine-id"))
-            .or_else(|| first_line_of("/proc/sys/kernel/hostname"))
-            .unwrap_or_default()
-    })
-}
-
-/// This boot's identity; `None` where the system does not say (nothing is written ahead then).
-pub(super) fn boot_id() -> Option<&'static str> {
-    static BOOT: OnceLock<Option<String>> = OnceLock::new();
-    BOOT.get_or_init(|| {
-        crate::test_hooks::boot_id()
-            .map(str::to_owned)
-            .or_else(|| first_line_of("/proc/sys/kernel/random/boot_id"))
-    })
-    .as_deref()
-}
-
-/// The first line of a file the system keeps, if it has one that is not empty.
-fn first_line_of(path: &str) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let line = text.lines().next()?.trim();
-    (!line.is_empty()).then(|| line.to_owned())
-}
-
 /// What to write ahead for `changes`: every new file's bytes, or `None` when together they pass
 /// [`INLINE_LIMIT`] (or the boot is unknown).
 pub(super) fn write_ahead(changes: &ChangeSet) -> io::Result<Option<Ahead>> {
-    let Some(boot) = boot_id() else {
+    let Some(boot) = platform::boot_id() else {
         return Ok(None);
     };
     let new_bytes: u64 = changes
@@ -165,7 +135,7 @@ pub(super) fn write_ahead(changes: &ChangeSet) -> io::Result<Option<Ahead>> {
         files.push(file);
     }
     Ok(Some(Ahead {
-        machine: machine_id().to_owned(),
+        machine: platform::machine_id().to_owned(),
         boot: boot.to_owned(),
         files,
     }))
@@ -236,12 +206,12 @@ impl Journal {
     /// the module docs), flushes what that wrote and moved, and marks them applied and settled. A call that cannot
     /// be rolled forward is marked damaged, saying why. Called with the lock held.
     pub(super) fn roll_forward_lost(&mut self, root: &Root) -> Result<(), EffectError> {
-        let boot = boot_id();
+        let boot = platform::boot_id();
         let lost: Vec<u64> =
             self.ahead
                 .iter()
                 .filter(|(seq, ahead)| {
-                    ahead.machine == machine_id()
+                    ahead.machine == platform::machine_id()
                         && Some(ahead.boot.as_str()) != boot
                         && self.calls.get(seq).is_some_and(|c| {
                             matches!(c.state, CallState::Intent | CallState::Applied)
@@ -420,8 +390,11 @@ fn stage(staging: &Dir, file: &AheadFile, mode: Option<u32>) -> io::Result<Strin
     let bytes = STANDARD
         .decode(&file.bytes)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    let (mut staged, name) =
-        state::create_exclusive(staging, &format!("{}-recovered", std::process::id()), "")?;
+    let (mut staged, name) = state::create_exclusive(
+        staging,
+        &format!("{}-recovered", platform::process_mark()),
+        "",
+    )?;
     let written = staged
         .write_all(&bytes)
         .and_then(|()| match mode {

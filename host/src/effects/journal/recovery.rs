@@ -16,12 +16,14 @@ use super::undo::{current_io, matches_after, pre_image_matches};
 use super::{CallState, Journal, JournalChange, JournalEntry, journal_error};
 use crate::effects::{ChangeKind, EffectError};
 use crate::lower::Lower;
+use crate::platform;
 use crate::root::Root;
 use crate::view::staging::STAGING_DIR;
 
 impl Journal {
     /// Settles calls a crashed process left half-done. Called with the lock held.
     pub(super) fn recover(&mut self, root: &Root) -> Result<(), EffectError> {
+        self.settle_exchanges_cut();
         self.roll_forward_lost(root)?;
         // Newest first, as undo goes: the calls of a turn are all marked for undo before the first is
         // put back, and an older call's files are as it left them only once the newer ones are undone.
@@ -54,6 +56,36 @@ impl Journal {
         Ok(())
     }
 
+    /// Settles what a cut left of `exchange`'s fallback (`moves.rs`: the old entry linked aside as
+    /// `<pre>.old`, the new one renamed over it, the aside renamed to `<pre>`) in every change that
+    /// trades places with its pre-image and may not have finished: of the calls not settled (an
+    /// unfinished apply or undo, a call written ahead that a power loss may have cut), before anything
+    /// looks at their pre-images. Cut after the rename into place, the aside is the entry that left:
+    /// it takes the pre-image's name. Cut before, `<pre>` is still whole and the aside only links the
+    /// entry still in place a second time: it goes.
+    fn settle_exchanges_cut(&self) {
+        let unsettled = self.calls.values().filter(|call| {
+            matches!(call.state, CallState::Intent | CallState::Undo)
+                || self.ahead.contains_key(&call.seq)
+        });
+        for call in unsettled {
+            for change in &call.changes {
+                let (ChangeKind::Replace, Some(pre)) = (change.kind, &change.pre) else {
+                    continue;
+                };
+                let aside = format!("{pre}.old");
+                if self.pre.symlink_metadata(&aside).is_err() {
+                    continue;
+                }
+                let _ = if self.pre.symlink_metadata(pre).is_ok() {
+                    self.pre.remove_file(&aside)
+                } else {
+                    self.pre.rename(&aside, &self.pre, pre)
+                };
+            }
+        }
+    }
+
     /// Settles one unfinished call: an intent whose every change is in place is applied, any other is
     /// rolled back; an unfinished undo is finished.
     fn settle(&self, fresh: &mut Lower, call: &JournalEntry) -> CallState {
@@ -65,16 +97,6 @@ impl Journal {
             .map(|c| c.path.as_str())
             .collect();
         let gone = |child: &str| made.contains(child);
-        // A replace cut inside `exchange`'s fallback left the old file under `<pre>.old`: finish its
-        // last step first, so the old file is where the journal says it is.
-        for change in &call.changes {
-            if let (ChangeKind::Replace, Some(pre)) = (change.kind, &change.pre) {
-                let aside = format!("{pre}.old");
-                if self.pre.symlink_metadata(&aside).is_ok() {
-                    let _ = self.pre.rename(&aside, &self.pre, pre);
-                }
-            }
-        }
         if call.state == CallState::Undo {
             for change in call.changes.iter().rev() {
                 if let Ok(now) = current_io(fresh, &change.path) {
@@ -127,7 +149,8 @@ fn moved(change: &JournalChange, pre: &Dir) -> bool {
 }
 
 /// Removes what processes that no longer exist left in the staging directory: their staged files
-/// (`<pid>-...`), and their staging directories (where earlier versions staged).
+/// (`<pid>@<boot>-...`, named by [`platform::process_mark`]: a process of another boot is dead
+/// whoever has its ID now), and their staging directories (where earlier versions staged, `<pid>-...`).
 pub(super) fn remove_dead_staging(state: &Dir) {
     let Ok(staging) = cap_fs_ext::DirExt::open_dir_nofollow(state, STAGING_DIR) else {
         return;
@@ -137,13 +160,8 @@ pub(super) fn remove_dead_staging(state: &Dir) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let pid = name
-            .split('-')
-            .next()
-            .and_then(|p| p.parse::<i32>().ok())
-            .and_then(rustix::process::Pid::from_raw);
-        let alive = pid.is_some_and(|pid| rustix::process::test_kill_process(pid).is_ok());
-        if alive {
+        let mark = name.split('-').next().unwrap_or_default();
+        if platform::process_alive(mark) {
             continue;
         }
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
