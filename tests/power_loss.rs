@@ -15,6 +15,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod common;
+mod worker_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -236,8 +237,9 @@ fn expected(start: &BTreeMap<String, State>, entries: &[Value]) -> BTreeMap<Stri
     expected
 }
 
-/// After a reboot: the journal settles, the files are what it says, and undo of the turn brings back
-/// the start byte for byte. `Err` says what broke.
+/// After a reboot: the journal settles, the files are what it says, and undo of its turns (the
+/// workload's, a worker's job, an MCP server's) brings back the start byte for byte. `Err` says what
+/// broke.
 fn check_after_reboot(machine: &Machine, start: &BTreeMap<String, State>) -> Result<(), String> {
     let entries = machine.journal();
     let now = states(&machine.root);
@@ -252,10 +254,17 @@ fn check_after_reboot(machine: &Machine, start: &BTreeMap<String, State>) -> Res
                 .join("\n           ")
         ));
     }
-    if entries.iter().any(|e| e["state"] == "applied") {
-        let (code, out) = machine.turngate(&["undo", "--turn", TURN]);
+    let mut turns: Vec<&str> = Vec::new();
+    for entry in entries.iter().filter(|e| e["state"] == "applied") {
+        let turn = entry["turn"].as_str().expect("every call here has a turn");
+        if !turns.contains(&turn) {
+            turns.push(turn);
+        }
+    }
+    for turn in turns.iter().rev() {
+        let (code, out) = machine.turngate(&["undo", "--turn", turn]);
         if code != 0 {
-            return Err(format!("undo --turn refused ({code}): {out}"));
+            return Err(format!("undo --turn {turn} refused ({code}): {out}"));
         }
     }
     let undone = states(&machine.root);
@@ -604,4 +613,312 @@ fn without_renames_that_exchange_or_never_replace_every_promise_holds_at_every_c
         workload.options = CRASHABLE_PLAIN_RENAMES;
         crash_matrix(&workload, &[Keep::Committed, Keep::All]);
     }
+}
+
+/// The cut points of a process's run where what is durable changes: before and after each flush and
+/// each rename (its every write between them cut as the flush or rename after it does).
+fn durable_points(trace: &[TraceOp], keeps: &[Keep]) -> Vec<Cut> {
+    keeps
+        .iter()
+        .flat_map(|&keep| Cut::every_index(trace, keep))
+        .filter(|cut| {
+            let At::Index(index) = cut.at else {
+                unreachable!("the matrix cuts by position")
+            };
+            matches!(
+                trace[index - 1].op,
+                OpKind::Fsync | OpKind::FsyncDir | OpKind::Rename
+            )
+        })
+        .collect()
+}
+
+/// The small-call workload as one job of a worker (`turngate worker`, the real binary, its roots on
+/// the machine's file system; NATS keeps its own storage, as a broker on another disk would).
+struct WorkerRun<'n> {
+    nats: &'n worker_support::Nats,
+    calls: Vec<(String, &'static str, Value)>,
+}
+
+impl WorkerRun<'_> {
+    /// Starts a worker in the machine's current boot for the roots beside the machine's root.
+    fn worker(&self, machine: &Machine) -> worker_support::WorkerProcess {
+        let mut spec = worker_support::WorkerSpec::new(self.nats.url(), machine.fs.path());
+        spec.ack_wait_ms = 700;
+        spec.concurrency = 1;
+        let boot = format!("boot-{}", machine.boots);
+        spec.spawn(&[("TURNGATE_TEST_BOOT_ID", boot.as_str())])
+    }
+
+    fn submit(&self, id: &str) {
+        let job = turngate::worker::job::Job {
+            id: id.into(),
+            provider: turngate::Provider::Anthropic,
+            root: "root".into(),
+            forced_tool_choice: false,
+            max_output_tokens: None,
+            stream: worker_support::anthropic_turn(&self.calls, false).into(),
+        };
+        worker_support::runtime().block_on(worker_support::submit_job(
+            &self.nats.url(),
+            &turngate::worker::setup::Settings::default(),
+            &job,
+        ));
+    }
+
+    /// Every result message of job `id` once its report is in (waits at most `limit`).
+    fn answered(
+        &self,
+        id: &str,
+        limit: std::time::Duration,
+    ) -> Option<Vec<worker_support::ResultMsg>> {
+        let subject = format!("turngate.results.{id}");
+        let mut results = Vec::new();
+        let done = worker_support::wait_until(limit, || {
+            results = worker_support::runtime()
+                .block_on(worker_support::all_results(&self.nats.url(), "turngate"));
+            results
+                .iter()
+                .any(|r| r.subject == subject && r.kind == "report")
+        });
+        results.retain(|r| r.subject == subject);
+        done.then_some(results)
+    }
+}
+
+#[test]
+fn a_worker_cut_at_every_flush_and_rename_replays_its_job_once_and_keeps_every_promise() {
+    let test = "a_worker_cut_at_every_flush_and_rename_replays_its_job_once";
+    let Some(binary) = worker_support::nats_server_binary(test) else {
+        return;
+    };
+    let nats = worker_support::Nats::start(binary);
+    let workload = small_writes();
+    let run = WorkerRun {
+        nats: &nats,
+        calls: workload
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(n, (tool, input))| (format!("w{n}"), *tool, input.clone()))
+            .collect(),
+    };
+    let start = states(&Machine::new(&workload).root);
+    let limit = std::time::Duration::from_secs(60);
+    // The traced run: the worker's every operation on the machine's file system for the job.
+    let trace = {
+        let machine = Machine::new(&workload);
+        let _worker = run.worker(&machine);
+        machine.fs.trace(true);
+        run.submit("traced");
+        let results = run
+            .answered("traced", limit)
+            .expect("the traced job is answered");
+        assert!(
+            results.iter().all(|r| r.exit.is_none_or(|exit| exit == 0)),
+            "{results:?}"
+        );
+        machine.fs.take_trace()
+    };
+    let mut broken = Vec::new();
+    let cuts = durable_points(&trace, &[Keep::Committed, Keep::All]);
+    for (n, cut) in cuts.iter().enumerate() {
+        let id = format!("cut-{n}");
+        let mut machine = Machine::new(&workload);
+        let mut first = run.worker(&machine);
+        machine.fs.cut_at(cut.clone());
+        run.submit(&id);
+        let struck = worker_support::wait_until(limit, || machine.fs.is_frozen());
+        // The power goes: the worker with it.
+        first.kill();
+        if !struck {
+            broken.push(format!("{cut:?} never struck"));
+            continue;
+        }
+        machine.reboot();
+        // The next boot's worker gets the job again.
+        let _second = run.worker(&machine);
+        let Some(results) = run.answered(&id, limit) else {
+            broken.push(format!(
+                "{cut:?}: the job was not answered after the reboot"
+            ));
+            continue;
+        };
+        // Each call answered once, in the report.
+        let reports: Vec<&worker_support::ResultMsg> =
+            results.iter().filter(|r| r.kind == "report").collect();
+        let answered: Vec<String> = reports
+            .last()
+            .map(|report| {
+                report.payload["calls"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|call| format!("{} {}", call["id"], call["status"]))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if reports.len() != 1 || answered.len() != run.calls.len() {
+            broken.push(format!("{cut:?}: reports {reports:?}"));
+            continue;
+        }
+        // Nothing applied twice: each call's ID at most once among the applied calls.
+        let entries = machine.journal();
+        let mut applied: Vec<&str> = entries
+            .iter()
+            .filter(|e| e["state"] == "applied")
+            .filter_map(|e| e["call_id"].as_str())
+            .collect();
+        applied.sort();
+        let before = applied.len();
+        applied.dedup();
+        if applied.len() != before {
+            broken.push(format!("{cut:?}: a call applied twice: {entries:?}"));
+            continue;
+        }
+        if let Err(why) = check_after_reboot(&machine, &start) {
+            let At::Index(index) = cut.at else {
+                unreachable!("the matrix cuts by position")
+            };
+            broken.push(format!("{cut:?} at {:?}: {why}", trace[index - 1]));
+        }
+    }
+    eprintln!("a worker's job: {} cuts", cuts.len());
+    assert!(
+        broken.is_empty(),
+        "{} of {} cuts of a worker's job broke a promise:\n{}",
+        broken.len(),
+        cuts.len(),
+        broken.join("\n\n")
+    );
+}
+
+/// A `turngate mcp` server (the real binary, over stdio) on the machine's root, in its current boot.
+struct McpServer {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl McpServer {
+    fn start(machine: &Machine) -> McpServer {
+        use std::io::BufRead;
+        let mut child = common::mcp_http::mcp_command(&machine.root)
+            .env("TURNGATE_TEST_BOOT_ID", format!("boot-{}", machine.boots))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("turngate mcp starts");
+        let stdout = child.stdout.take().unwrap();
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take().unwrap();
+        let mut server = McpServer {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        };
+        let init = server.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "power-loss", "version": "0"}}),
+        );
+        assert!(init.is_some(), "the server initializes");
+        server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    fn send(&mut self, message: &Value) {
+        use std::io::Write;
+        let _ = writeln!(self.stdin, "{message}");
+        let _ = self.stdin.flush();
+    }
+
+    /// Sends a request and waits for its answer (`None`: no answer, the server died with the power).
+    fn request(&mut self, method: &str, params: Value) -> Option<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .ok()?;
+            let message: Value = serde_json::from_str(&line).ok()?;
+            if message["id"] == id {
+                return Some(message);
+            }
+        }
+    }
+
+    /// Runs `calls` one after another; answers whether each succeeded.
+    fn call_all(&mut self, calls: &[Call]) -> Vec<bool> {
+        calls
+            .iter()
+            .map(|(tool, input)| {
+                self.request("tools/call", json!({"name": tool, "arguments": input}))
+                    .is_some_and(|answer| answer["result"]["isError"] == false)
+            })
+            .collect()
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_mcp_server_cut_at_every_flush_and_rename_keeps_every_promise() {
+    let workload = small_writes();
+    let start = states(&Machine::new(&workload).root);
+    let trace = {
+        let machine = Machine::new(&workload);
+        let mut server = McpServer::start(&machine);
+        machine.fs.trace(true);
+        let done = server.call_all(&workload.calls);
+        assert!(done.iter().all(|ok| *ok), "{done:?}");
+        machine.fs.take_trace()
+    };
+    let cuts = durable_points(&trace, &[Keep::Committed, Keep::All]);
+    let mut broken = Vec::new();
+    for cut in &cuts {
+        let mut machine = Machine::new(&workload);
+        let mut server = McpServer::start(&machine);
+        machine.fs.cut_at(cut.clone());
+        let _ = server.call_all(&workload.calls);
+        // The power goes: the server with it.
+        drop(server);
+        if !machine.fs.is_frozen() {
+            broken.push(format!("{cut:?} never struck"));
+            continue;
+        }
+        machine.reboot();
+        if let Err(why) = check_after_reboot(&machine, &start) {
+            let At::Index(index) = cut.at else {
+                unreachable!("the matrix cuts by position")
+            };
+            broken.push(format!("{cut:?} at {:?}: {why}", trace[index - 1]));
+        }
+    }
+    eprintln!("an MCP server's calls: {} cuts", cuts.len());
+    assert!(
+        broken.is_empty(),
+        "{} of {} cuts of an MCP server's calls broke a promise:\n{}",
+        broken.len(),
+        cuts.len(),
+        broken.join("\n\n")
+    );
 }

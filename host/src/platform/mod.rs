@@ -60,9 +60,9 @@ pub(crate) fn process_alive(mark: &str) -> bool {
             .is_some_and(|pid| rustix::process::test_kill_process(pid).is_ok())
 }
 
-/// The first field of a boot identity (a UUID's first eight hex digits), kept in names.
-fn boot_prefix(boot: &str) -> &str {
-    boot.split('-').next().unwrap_or(boot)
+/// A boot identity as names keep it: its first 16 characters that are not `-` (of a UUID, 64 bits).
+fn boot_prefix(boot: &str) -> String {
+    boot.chars().filter(|c| *c != '-').take(16).collect()
 }
 
 /// The first line of a file the system keeps, if it has one that is not empty.

@@ -10,8 +10,9 @@
 //! calls of another machine that is still running: those are left to that machine, or to settling), and
 //! only where it finds what a lost write leaves behind:
 //!
-//! * a created file missing (its rename was lost), or still the very inode the call moved there, not
-//!   modified since the call wrote it, holding other bytes (its data was lost);
+//! * a created file missing (its rename was lost), or still the very inode the call moved there (by its
+//!   number: a device number is the boot's), not modified since the call wrote it, holding other bytes
+//!   (its data was lost);
 //! * a replaced file still holding its old content (the exchange was lost), or the call's inode with its
 //!   data lost as above (its pre-image in place);
 //! * a removed file or directory still there as it was, its pre-image missing; a made directory missing.
@@ -22,7 +23,9 @@
 //! before the call was settled, comes back with the call's content (and can be undone).
 //!
 //! Settling flushes each call's files (those still the call's inode) and the directories its moves
-//! changed, then marks it settled in the log, which then no longer needs its content. Calls are settled
+//! changed, then marks it settled in the log, which then no longer needs its content. A file a later
+//! call moves on first (into `pre/`, as its pre-image) is flushed by that call before it moves
+//! ([`super::apply`]), so settling never has to find it there. Calls are settled
 //! before any is undone or pruned, when the content waiting in the log passes [`PENDING_LIMIT`], and
 //! when the oldest has waited longer than [`SETTLE_AFTER_MS`] (the kernel's own writeback is due by
 //! then, so the flushes find little left to do).

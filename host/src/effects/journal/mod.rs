@@ -12,8 +12,8 @@
 //!   restores it byte-identical with a rename;
 //! * `lock`: every apply, undo and recovery holds an exclusive lock on it, so two processes (or
 //!   workers) never apply to the same root at once;
-//! * `staging/`: the files the views stage, each named by its process (recovery removes those of a
-//!   process that is gone);
+//! * `staging/`: the files the views stage, each named by its process and boot (recovery removes those
+//!   of a process that is gone, and after a reboot those of every earlier process);
 //! * `lease`: a worker holds an exclusive lock on it ([`Lease`]) for a whole job on the root;
 //! * `damaged/`: logs found damaged, kept aside for the user ([`log`]).
 //!
@@ -29,6 +29,36 @@
 //!
 //! Retention ([`Retention`]) is bounded by count and by pre-image bytes; the oldest finished calls are
 //! pruned first (they can then no longer be undone).
+//!
+//! # Through a power loss
+//!
+//! A power loss keeps what was flushed and may drop anything else: a file's unflushed data (it comes
+//! back empty), and of the metadata the file system had not committed, any tail. What held the
+//! promise (each file old or new, what is listed applied is on disk, every applied call undoable)
+//! at every such cut, proven on a file system that drops exactly that (`tests/power_loss.rs`), and
+//! what broke it before:
+//!
+//! * A call written ahead leaves its file's data to the kernel until it is settled. When a later call
+//!   replaced or removed that file first, the file moved into `pre/` as the later call's pre-image
+//!   with its data still unflushed, and settling, which flushes a call's files where it put them,
+//!   passed it over: after a power loss the pre-image was empty, and both calls were listed applied
+//!   (one with an empty file, the other undoable only into an empty file). Now a file a call written
+//!   ahead put in place is flushed before any later call moves it ([`apply`]'s `flush_moved_on`).
+//! * Roll-forward recognized the call's own file, whose data a power loss took, by device and inode.
+//!   A device number is the boot's (a FUSE mount gets a new one at each mount, disks may be numbered
+//!   otherwise), so after the reboot no file was recognized and the file stayed empty under a call
+//!   listed applied. Now the inode number is compared ([`ahead`]).
+//! * On a file system without `RENAME_EXCHANGE` (LazyFS, NFS, many FUSE file systems) an exchange is
+//!   a link aside, a rename and a rename back ([`moves`]); cut between them, roll-forward found the
+//!   pre-image missing ("is missing from the journal") or tripped over the aside ("File exists").
+//!   Recovery now settles a cut fallback first, before anything looks at a pre-image
+//!   ([`recovery`]).
+//! * A turn's undo marks each of its calls before putting back the newest first; recovery settled
+//!   an undo cut half-way oldest first, so an older call found a newer call's content, took it for
+//!   someone else's change and was marked undone with nothing put back. Recovery now goes newest first.
+//! * A staged file was named by its process's ID; after a reboot a new process may have that ID, and
+//!   what the dead one left (on a file system without `RENAME_NOREPLACE`, a second link of a file just
+//!   created) stayed, so the file could not be undone. Staged files now name the boot too.
 
 mod ahead;
 mod apply;
