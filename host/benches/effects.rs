@@ -13,6 +13,12 @@
 //!   declares no path (so it gets no view), and against a native open and read.
 //!
 //! Medians and p90 over the samples; the ratio column is turngate / baseline at the median.
+//!
+//! `EFFECTS_ROWS=turn,writer,edit,search,view` runs only the rows named (all by default).
+//! `EFFECTS_ROOTS=folding` puts every root and every baseline's directory on the tests' file system
+//! that folds case and Unicode forms (`tests/testfs`, FUSE, mounted by this process; run as root):
+//! compare its rows with the ordinary run's to see what a folding root costs (the baselines show what
+//! the FUSE file system itself costs).
 
 mod support;
 
@@ -33,6 +39,27 @@ const SEARCH_FILES: usize = 1000;
 const SEARCH_SAMPLES: usize = 30;
 const VIEW_SAMPLES: usize = 2000;
 
+/// A new directory for a root or a baseline, where `EFFECTS_ROOTS` says.
+fn workdir() -> tempfile::TempDir {
+    static BASE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let base = BASE.get_or_init(|| match std::env::var("EFFECTS_ROOTS").as_deref() {
+        Ok("folding") => turngate_testfs::shared(turngate_testfs::Options {
+            folding: true,
+            ..Default::default()
+        })
+        .path()
+        .to_path_buf(),
+        Ok(other) => panic!("EFFECTS_ROOTS={other}: only `folding` is known"),
+        Err(_) => std::env::temp_dir(),
+    });
+    tempfile::tempdir_in(base).unwrap()
+}
+
+/// Whether the rows named `name` run (`EFFECTS_ROWS`, all when unset).
+fn runs(name: &str) -> bool {
+    std::env::var("EFFECTS_ROWS").map_or(true, |rows| rows.split(',').any(|row| row == name))
+}
+
 fn samples(count: usize, mut f: impl FnMut()) -> Vec<Duration> {
     for _ in 0..count.clamp(1, 20) {
         f();
@@ -48,7 +75,7 @@ fn samples(count: usize, mut f: impl FnMut()) -> Vec<Duration> {
 
 /// The native loop's time for one turn's files, in a new directory.
 fn native_turn(content: &str) -> Duration {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = workdir();
     let start = Instant::now();
     for i in 0..TURN_CALLS {
         native_durable_write(dir.path(), &format!("f{i}.txt"), content.as_bytes());
@@ -58,7 +85,7 @@ fn native_turn(content: &str) -> Duration {
 
 /// One turn through `process_turn`, in a new root.
 fn in_process_turn(toolbox: &Toolbox, runtime: &tokio::runtime::Runtime) -> Duration {
-    let root_dir = tempfile::tempdir().unwrap();
+    let root_dir = workdir();
     let root = Root::open(root_dir.path()).unwrap();
     let mut decoder = TurnDecoder::new(Provider::Anthropic);
     decoder.feed(write_turn(TURN_CALLS).as_bytes());
@@ -85,7 +112,7 @@ struct Writer {
 
 impl Writer {
     fn start() -> Writer {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = workdir();
         let target = dir.path().join("writer.bin");
         let shell = Command::new("sh")
             .arg("-c")
@@ -126,7 +153,7 @@ fn writer_rows(toolbox: &Toolbox, runtime: &tokio::runtime::Runtime) {
 
 fn turn_rows(toolbox: &Toolbox, cache: &Path, runtime: &tokio::runtime::Runtime) {
     let bin = Path::new(env!("CARGO_BIN_EXE_turngate"));
-    let stream_dir = tempfile::tempdir().unwrap();
+    let stream_dir = workdir();
     let stream = stream_dir.path().join("turn.sse");
     std::fs::write(&stream, write_turn(TURN_CALLS)).unwrap();
     let content = "x".repeat(1023) + "\n";
@@ -134,7 +161,7 @@ fn turn_rows(toolbox: &Toolbox, cache: &Path, runtime: &tokio::runtime::Runtime)
     let mut native = Vec::new();
     let mut in_process = Vec::new();
     for _ in 0..TURN_RUNS {
-        let root = tempfile::tempdir().unwrap();
+        let root = workdir();
         let start = Instant::now();
         let status = Command::new(bin)
             .args(["run", "--provider", "anthropic", "--cache-dir"])
@@ -178,7 +205,7 @@ fn edit_rows(toolbox: &Toolbox, runtime: &tokio::runtime::Runtime) {
         ("1 MiB", 1 << 20, EDIT_LARGE_SAMPLES),
     ] {
         let body = "lorem ipsum dolor sit amet\n".repeat(size / 27);
-        let work = tempfile::tempdir().unwrap();
+        let work = workdir();
         std::fs::write(work.path().join("doc.txt"), format!("MARK-0\n{body}")).unwrap();
         let root = Root::open(work.path()).unwrap();
         let policy = Policy::allow_all();
@@ -190,7 +217,7 @@ fn edit_rows(toolbox: &Toolbox, runtime: &tokio::runtime::Runtime) {
                 runtime.block_on(toolbox.call(&root, &policy, "edit_file", &input.to_string()));
             assert!(outcome.result.is_ok(), "{:?}", outcome.result);
         });
-        let native_dir = tempfile::tempdir().unwrap();
+        let native_dir = workdir();
         let path = native_dir.path().join("doc.txt");
         std::fs::write(&path, format!("MARK-0\n{body}")).unwrap();
         let mut turn = 0usize;
@@ -213,7 +240,7 @@ fn edit_rows(toolbox: &Toolbox, runtime: &tokio::runtime::Runtime) {
 
 #[allow(clippy::disallowed_methods)] // the baseline is plain std::fs on purpose
 fn search_rows(toolbox: &Toolbox, runtime: &tokio::runtime::Runtime) {
-    let work = tempfile::tempdir().unwrap();
+    let work = workdir();
     for i in 0..SEARCH_FILES {
         let dir = work.path().join(format!("d{}", i / 100));
         std::fs::create_dir_all(&dir).unwrap();
@@ -260,7 +287,7 @@ fn search_rows(toolbox: &Toolbox, runtime: &tokio::runtime::Runtime) {
 
 #[allow(clippy::disallowed_methods)] // the baseline is plain std::fs on purpose
 fn view_rows(toolbox: &Toolbox, runtime: &tokio::runtime::Runtime) {
-    let work = tempfile::tempdir().unwrap();
+    let work = workdir();
     std::fs::write(work.path().join("one.txt"), "x").unwrap();
     let root = Root::open(work.path()).unwrap();
     let policy = Policy::allow_all();
@@ -310,9 +337,19 @@ fn main() {
         "| case | turngate (median) | turngate (p90) | baseline | baseline (median) | baseline (p90) | ratio |"
     );
     println!("|---|---|---|---|---|---|---|");
-    turn_rows(&toolbox, cache.path(), &runtime);
-    writer_rows(&toolbox, &runtime);
-    edit_rows(&toolbox, &runtime);
-    search_rows(&toolbox, &runtime);
-    view_rows(&toolbox, &runtime);
+    if runs("turn") {
+        turn_rows(&toolbox, cache.path(), &runtime);
+    }
+    if runs("writer") {
+        writer_rows(&toolbox, &runtime);
+    }
+    if runs("edit") {
+        edit_rows(&toolbox, &runtime);
+    }
+    if runs("search") {
+        search_rows(&toolbox, &runtime);
+    }
+    if runs("view") {
+        view_rows(&toolbox, &runtime);
+    }
 }
