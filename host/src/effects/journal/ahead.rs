@@ -17,15 +17,16 @@
 //!   data lost as above (its pre-image in place);
 //! * a removed file or directory still there as it was, its pre-image missing; a made directory missing.
 //!
-//! A change whose result a later call replaced or removed (its pre-image is there) is left as it is.
+//! A change whose result a later call replaced or removed (its pre-image is there) is not put in place
+//! again: its file is that call's pre-image now, rolled forward there if its data was lost.
 //! Anything else was changed by someone after the call and is left alone. One case cannot be told from a
 //! lost write: a file the call created, removed by someone in the same boot before the power loss,
 //! before the call was settled, comes back with the call's content (and can be undone).
 //!
 //! Settling flushes each call's files (those still the call's inode) and the directories its moves
 //! changed, then marks it settled in the log, which then no longer needs its content. A file a later
-//! call moves on first (into `pre/`, as its pre-image) is flushed by that call before it moves
-//! ([`super::apply`]), so settling never has to find it there. Calls are settled
+//! call moved on (into `pre/`, as its pre-image) is flushed there, and after a power loss written again
+//! there from the log: the later call's undo puts it back. Calls are settled
 //! before any is undone or pruned, when the content waiting in the log passes [`PENDING_LIMIT`], and
 //! when the oldest has waited longer than [`SETTLE_AFTER_MS`] (the kernel's own writeback is due by
 //! then, so the flushes find little left to do).
@@ -46,7 +47,7 @@ use super::durable::sync_file;
 use super::log::settled_event;
 use super::moves::{exchange, object_at, rename_no_replace};
 use super::state;
-use super::undo::{Expected, current_io, pre_image_matches};
+use super::undo::{Expected, current_io, open_regular, pre_image_matches};
 use super::{CallState, Journal, JournalChange, journal_error};
 use crate::audit::now_ms;
 use crate::effects::{ChangeKind, ChangeSet, EffectError, hash_reader};
@@ -178,14 +179,20 @@ impl Journal {
             };
             if call.state == CallState::Applied {
                 for (change, file) in call.changes.iter().zip(&ahead.files) {
-                    if let Some(file) = file {
-                        sync_if_still(&mut fresh, &change.path, file.object).map_err(|e| {
-                            EffectError::Io {
-                                path: change.path.clone(),
-                                message: e.to_string(),
-                            }
-                        })?;
-                    }
+                    let Some(file) = file else {
+                        continue;
+                    };
+                    // Where the call put it, or where a later call moved it on to: its pre-image.
+                    let synced = match self.moved_on_to(*seq, &change.path) {
+                        Some(pre) if self.pre_holds(pre, file.object.1) => {
+                            sync_pre_if_still(&self.pre, pre, file.object)
+                        }
+                        _ => sync_if_still(&mut fresh, &change.path, file.object),
+                    };
+                    synced.map_err(|e| EffectError::Io {
+                        path: change.path.clone(),
+                        message: e.to_string(),
+                    })?;
                 }
             }
             moved.extend(call.changes.iter().cloned());
@@ -234,10 +241,17 @@ impl Journal {
             let (changes, files) = (call.changes.clone(), ahead.files.clone());
             let mut failure = None;
             for (change, file) in changes.iter().zip(&files) {
-                if self.moved_on(*seq, &change.path) {
-                    continue;
-                }
-                if let Err(error) = self.redo(&mut fresh, &staging, change, file.as_ref()) {
+                let redone = match (self.moved_on_to(*seq, &change.path), file) {
+                    // A later call moved the call's file on: it is that call's pre-image now, and
+                    // what its undo puts back. (A pre-image that is not the call's file is the later
+                    // call's new content, staged there before an exchange a power loss took.)
+                    (Some(pre), Some(file)) if self.pre_holds(pre, file.object.1) => {
+                        self.redo_pre_image(&staging, change, pre, file)
+                    }
+                    (Some(_), None) => Ok(()),
+                    _ => self.redo(&mut fresh, &staging, change, file.as_ref()),
+                };
+                if let Err(error) = redone {
                     failure = Some(format!(
                         "it could not be rolled forward after a power loss at `{}`: {error}",
                         change.path
@@ -264,19 +278,40 @@ impl Journal {
         Ok(())
     }
 
-    /// Whether a call after `seq` replaced or removed `path` and its pre-image is in `pre/`: then what
-    /// call `seq` left there was moved on, and is not to be put back.
-    fn moved_on(&self, seq: u64, path: &str) -> bool {
-        self.calls.range(seq + 1..).any(|(_, later)| {
-            matches!(later.state, CallState::Intent | CallState::Applied)
-                && later.changes.iter().any(|change| {
-                    change.path == path
-                        && change
-                            .pre
-                            .as_ref()
-                            .is_some_and(|pre| self.pre.symlink_metadata(pre).is_ok())
-                })
-        })
+    /// Where in `pre/` what call `seq` left at `path` went, if a later call replaced or removed it: the
+    /// pre-image of the first such call whose pre-image is there. What call `seq` left is then that
+    /// call's to put back, not to be put in place again.
+    fn moved_on_to(&self, seq: u64, path: &str) -> Option<&str> {
+        self.calls
+            .range(seq + 1..)
+            .filter(|(_, later)| matches!(later.state, CallState::Intent | CallState::Applied))
+            .flat_map(|(_, later)| &later.changes)
+            .filter(|change| change.path == path)
+            .filter_map(|change| change.pre.as_deref())
+            .find(|pre| self.pre.symlink_metadata(pre).is_ok())
+    }
+
+    /// Whether the pre-image `pre` is the inode numbered `ino` (a number, as it survives a reboot).
+    fn pre_holds(&self, pre: &str, ino: u64) -> bool {
+        self.pre
+            .symlink_metadata(pre)
+            .is_ok_and(|metadata| cap_std::fs::MetadataExt::ino(&metadata) == ino)
+    }
+
+    /// Writes again from the log the file a call written ahead put in place and a later call moved on
+    /// into `pre/` as `pre`, if it is still that file (its inode) and a power loss took its data.
+    fn redo_pre_image(
+        &self,
+        staging: &Dir,
+        change: &JournalChange,
+        pre: &str,
+        file: &AheadFile,
+    ) -> io::Result<()> {
+        let entry = crate::resolve::Entry::from_metadata(&self.pre.symlink_metadata(pre)?);
+        if !lost_data(&entry, file) || pre_image_content(&self.pre, pre)? == change.after {
+            return Ok(());
+        }
+        replace_lost(staging, &self.pre, pre, file)
     }
 
     /// Puts one change of a call written ahead back in place if a lost write undid it, from the
@@ -349,6 +384,21 @@ impl Journal {
         }
         Ok(())
     }
+}
+
+/// The content of the regular file `name` in `pre/`, not following it.
+fn pre_image_content(pre: &Dir, name: &str) -> io::Result<Option<crate::effects::Content>> {
+    hash_reader(open_regular(pre, name)?).map(Some)
+}
+
+/// Flushes the data of the pre-image `name` if it is still `object`.
+fn sync_pre_if_still(pre: &Dir, name: &str, object: (u64, u64)) -> io::Result<()> {
+    let file = open_regular(pre, name)?;
+    let metadata = file.metadata()?;
+    if (metadata.dev(), metadata.ino()) == object {
+        sync_file(&file)?;
+    }
+    Ok(())
 }
 
 /// Flushes the data of the file at `path` if it is still `object`.

@@ -128,7 +128,6 @@ impl Journal {
         ahead: bool,
     ) -> Result<(), EffectError> {
         crash_point("intent");
-        self.flush_moved_on(fresh, changes)?;
         self.make_durable(changes, ahead)?;
         crash_point("durable");
         let staging = changes.staging();
@@ -188,36 +187,6 @@ impl Journal {
         self.layout_durable = true;
         // Only a hint for later journals: without it they flush again.
         let _ = self.append_layout();
-        Ok(())
-    }
-
-    /// Flushes the data of each file this set replaces or removes that a call written ahead put in place
-    /// and no settling has flushed yet. Moved into `pre/`, it is that call's file no longer where
-    /// settling or a roll-forward after a power loss looks for it, and this call's pre-image, which its
-    /// undo puts back: so its data must be on disk before it moves (a power loss would otherwise leave
-    /// an empty pre-image behind a call listed as applied).
-    fn flush_moved_on(&self, fresh: &mut Lower, changes: &ChangeSet) -> Result<(), EffectError> {
-        let unsettled: BTreeSet<(u64, u64)> = self
-            .ahead
-            .values()
-            .flat_map(|ahead| ahead.files.iter().flatten().map(|file| file.object))
-            .collect();
-        if unsettled.is_empty() {
-            return Ok(());
-        }
-        for change in changes.changes() {
-            let Some(origin) = change.origin().filter(|o| o.kind == EntryKind::File) else {
-                continue;
-            };
-            if !unsettled.contains(&(origin.identity.dev, origin.identity.ino)) {
-                continue;
-            }
-            let io = |e: io::Error| EffectError::io(&change.path, &e);
-            let (file, opened) = fresh.open_file(&change.path).map_err(io)?;
-            if opened.is_same_object(origin) {
-                sync_file(&file.into_std()).map_err(io)?;
-            }
-        }
         Ok(())
     }
 

@@ -40,10 +40,12 @@
 //!
 //! * A call written ahead leaves its file's data to the kernel until it is settled. When a later call
 //!   replaced or removed that file first, the file moved into `pre/` as the later call's pre-image
-//!   with its data still unflushed, and settling, which flushes a call's files where it put them,
-//!   passed it over: after a power loss the pre-image was empty, and both calls were listed applied
-//!   (one with an empty file, the other undoable only into an empty file). Now a file a call written
-//!   ahead put in place is flushed before any later call moves it ([`apply`]'s `flush_moved_on`).
+//!   with its data still unflushed, and both settling (which flushed a call's files only where it had
+//!   put them) and roll-forward (which left a path a later call had moved on to that call) passed it
+//!   over: after a power loss the pre-image was empty, and both calls were listed applied (one with an
+//!   empty file, the other undoable only into an empty file). Now settling flushes a call's file
+//!   where it is, in place or as a later call's pre-image, and roll-forward writes it again there from
+//!   the log (`ahead.rs`: `moved_on_to`, a pre-image recognized as the call's file by its inode).
 //! * Roll-forward recognized the call's own file, whose data a power loss took, by device and inode.
 //!   A device number is the boot's (a FUSE mount gets a new one at each mount, disks may be numbered
 //!   otherwise), so after the reboot no file was recognized and the file stayed empty under a call

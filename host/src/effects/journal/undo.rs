@@ -230,7 +230,7 @@ fn changed_meanwhile() -> io::Error {
 
 /// Opens the regular file `name` in `dir` for reading without following a link or blocking, and
 /// refuses anything else (checked on the opened descriptor).
-fn open_regular(dir: &Dir, name: &str) -> io::Result<std::fs::File> {
+pub(super) fn open_regular(dir: &Dir, name: &str) -> io::Result<std::fs::File> {
     let mut options = OpenOptions::new();
     options
         .read(true)
