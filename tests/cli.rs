@@ -1025,3 +1025,81 @@ fn call_log_appends_the_calls_audit_record() {
     assert!(reason.contains("https://api.test/x?key=***"), "{reason}");
     assert!(!std::fs::read_to_string(&log).unwrap().contains("s3cret"));
 }
+
+#[test]
+fn every_printing_command_ends_quietly_with_its_own_exit_status_when_its_reader_is_gone() {
+    // As `turngate tools list | true`: the reader is gone before the first line. Each command must
+    // end as it would have (its exit status), without a panic or a message about the pipe.
+    let root = tempfile::tempdir().unwrap();
+    let root_arg = root.path().to_str().unwrap().to_owned();
+    let seed = fixture("seed/anthropic_complete.sse");
+    let ro = env!("TURNGATE_TEST_GUEST_HOSTILE_RO");
+    let tools = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        env!("TURNGATE_TEST_GUEST_NOOP"),
+        tools.path().join("noop.wasm"),
+    )
+    .unwrap();
+    let tools_arg = tools.path().to_str().unwrap().to_owned();
+    let cases: [(&str, Vec<&str>, i32); 11] = [
+        ("demo", vec!["demo"], 0),
+        ("tools list", vec!["tools", "list"], 0),
+        ("tools inspect", vec!["tools", "inspect", ro], 0),
+        ("tools check", vec!["tools", "check", ro], 0),
+        (
+            "tools lock",
+            vec!["tools", "lock", "--tools", &tools_arg],
+            0,
+        ),
+        (
+            "call",
+            vec![
+                "call",
+                "--root",
+                &root_arg,
+                "write_file",
+                r#"{"path":"a.txt","content":"a"}"#,
+            ],
+            0,
+        ),
+        (
+            "run",
+            vec![
+                "run",
+                "--provider",
+                "anthropic",
+                "--root",
+                &root_arg,
+                seed.to_str().unwrap(),
+            ],
+            0,
+        ),
+        ("journal", vec!["journal", "--root", &root_arg], 0),
+        ("undo", vec!["undo", "--root", &root_arg, "--last"], 0),
+        ("help", vec!["--help"], 0),
+        ("version", vec!["--version"], 0),
+    ];
+    let mut failures = Vec::new();
+    for (what, args, expected) in cases {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = turngate()
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.code() != Some(expected)
+            || stderr.contains("panicked")
+            || stderr.contains("Broken pipe")
+        {
+            failures.push(format!(
+                "{what}: exit {:?}, expected {expected}; stderr: {stderr}",
+                out.status.code()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -177,6 +177,41 @@ fn assert_once(setup: &Setup, id: &str, results: &[ResultMsg]) {
 }
 
 #[test]
+fn submit_ends_quietly_with_its_own_exit_status_when_its_reader_is_gone() {
+    let Some(setup) = Setup::new("submit_ends_quietly_with_its_own_exit_status") else {
+        return;
+    };
+    let _worker = setup.spec.spawn(&[]);
+    let seed = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/seed");
+    for (id, wait) in [("gone-1", false), ("gone-2", true)] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_turngate"))
+            .args([
+                "submit",
+                "--nats",
+                &setup.nats.url(),
+                "--provider",
+                "anthropic",
+            ])
+            .args(["--root", "r1", "--job-id", id])
+            .args(if wait { &["--wait"][..] } else { &[][..] })
+            .arg(seed.join("anthropic_complete.sse"))
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{id}: {stderr}");
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{id}: {stderr}"
+        );
+    }
+}
+
+#[test]
 fn a_submitted_job_is_answered_as_run_answers_it() {
     let Some(setup) = Setup::new("a_submitted_job_is_answered_as_run_answers_it") else {
         return;

@@ -374,14 +374,21 @@ impl Lower {
 /// Learns from `name` (found in `dir` as `entry`) what is not yet known of how `dir` folds: the same
 /// object found under the name's other spelling means the directory folds that way; nothing there, or
 /// another object, means it does not. A lookup that fails otherwise (the other spelling too long, say)
-/// teaches nothing.
+/// teaches nothing, nor does a file with other hard links found again (the other spelling may be one).
 fn learn(dir: &Dir, name: &str, entry: &Entry, folds: &mut Folds) {
     let probe = |variant: Option<String>, known: &mut Option<bool>| {
         let Some(variant) = variant.filter(|_| known.is_none()) else {
             return;
         };
         *known = match dir.symlink_metadata(&variant) {
-            Ok(metadata) => Some(Entry::from_metadata(&metadata).is_same_object(entry)),
+            Ok(metadata) => {
+                let same = Entry::from_metadata(&metadata).is_same_object(entry);
+                if same && entry.kind != EntryKind::Dir && entry.nlink > 1 {
+                    None
+                } else {
+                    Some(same)
+                }
+            }
             Err(e) if absent(&e) => Some(false),
             Err(_) => None,
         };
@@ -399,7 +406,8 @@ fn matching_of(folds: Folds) -> NameMatch {
 }
 
 /// The entry of `listing` that links inode `ino`: `name` itself if it does, else the one that folds
-/// to it, else the only one (a hard link under another name does not fold to it).
+/// to it, else the only one (a file system may fold more than [`names::fold`] does: ext4's `ß` and
+/// `ss`).
 fn pick_stored(listing: &[(String, u64)], name: &str, ino: u64) -> Option<String> {
     let links: Vec<&str> = listing
         .iter()
@@ -410,10 +418,12 @@ fn pick_stored(listing: &[(String, u64)], name: &str, ino: u64) -> Option<String
         return Some(name.to_owned());
     }
     let folded = names::fold(name);
-    links
-        .iter()
-        .find(|stored| names::fold(stored) == folded)
-        .map(|stored| (*stored).to_owned())
+    let stored = match links.iter().find(|stored| names::fold(stored) == folded) {
+        Some(stored) => stored,
+        None if links.len() == 1 => &links[0],
+        None => return None,
+    };
+    Some((*stored).to_owned())
 }
 
 /// Whether a lookup failed because nothing is there (or a component is not a directory).

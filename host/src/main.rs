@@ -21,6 +21,7 @@ use turngate::live::client::{ClientOptions, LiveClient};
 use turngate::live::request::{ApiKey, Endpoint, api_key_var, default_base_url};
 use turngate::live::retry::RetryPolicy;
 
+use crate::cli::outln;
 use crate::cli::stream::{StreamSource, read_turn};
 
 /// Exit status: a completed turn whose calls all succeeded (or that had none); a call that succeeded.
@@ -533,7 +534,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
             let mut printed = outcome.to_json();
             printed["call_id"] = call_id.into();
-            println!("{}", serde_json::to_string_pretty(&printed)?);
+            outln!("{}", serde_json::to_string_pretty(&printed)?)?;
             leave_to_exit(toolbox);
             Ok(ExitCode::from(if cancel.is_cancelled() {
                 EXIT_CANCELLED
@@ -588,7 +589,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 write_jsonl(&report.audit, file)
                     .with_context(|| format!("writing log {}", path.display()))?;
             }
-            let mut stdout = std::io::stdout().lock();
+            let mut stdout = cli::stdout();
             serde_json::to_writer(&mut stdout, &report.to_json())?;
             writeln!(stdout)?;
             Ok(ExitCode::from(if !report.turn.is_completed() {
@@ -608,13 +609,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Journal { root } => {
             let root =
                 Root::open(&root).with_context(|| format!("opening root {}", root.display()))?;
-            cli::journal::print(&root, &mut std::io::stdout().lock())?;
+            cli::journal::print(&root, &mut cli::stdout())?;
             Ok(ExitCode::from(EXIT_OK))
         }
         Command::Undo { root, target } => {
             let root =
                 Root::open(&root).with_context(|| format!("opening root {}", root.display()))?;
-            let end = cli::journal::undo(&root, &target.target(), &mut std::io::stdout().lock())?;
+            let end = cli::journal::undo(&root, &target.target(), &mut cli::stdout())?;
             Ok(ExitCode::from(match end {
                 cli::journal::UndoEnd::Restored => EXIT_OK,
                 cli::journal::UndoEnd::Refused(message) => {
@@ -625,7 +626,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Tools { command } => match command {
             ToolsCommand::List { toolbox } => {
-                cli::tools::list(&toolbox.build(&Policy::allow_all()).await?);
+                cli::tools::list(&toolbox.build(&Policy::allow_all()).await?)?;
                 Ok(ExitCode::from(EXIT_OK))
             }
             ToolsCommand::Inspect { file, sandbox } => {
@@ -769,7 +770,7 @@ async fn agent(args: AgentArgs) -> Result<ExitCode> {
             outcome.end.kind()
         );
     }
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = cli::stdout();
     serde_json::to_writer(&mut stdout, &outcome.to_json())?;
     writeln!(stdout)?;
     if let (Some(error), Some(path)) = (observer.log_error, &args.log) {

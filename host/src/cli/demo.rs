@@ -66,16 +66,19 @@ pub async fn run(toolbox: &Toolbox) -> Result<bool> {
     let root = Root::open(&root_path)?;
     let policy = Policy::allow_all();
 
-    println!(
+    outln!(
         "turngate demo: each turn below asks write_file to replace notes.txt in {}",
         root_path.display()
-    );
-    println!();
-    println!(
+    )?;
+    outln!()?;
+    outln!(
         "{:<17} {:<27} {:<11} {:<44} notes.txt",
-        "provider", "case", "turn", "calls"
-    );
-    println!("{}", "-".repeat(112));
+        "provider",
+        "case",
+        "turn",
+        "calls"
+    )?;
+    outln!("{}", "-".repeat(112))?;
     let mut all_as_expected = true;
     for case in cases() {
         std::fs::write(&notes, ORIGINAL)?;
@@ -105,7 +108,7 @@ pub async fn run(toolbox: &Toolbox) -> Result<bool> {
             .collect();
         let as_expected = changed == case.writes;
         all_as_expected &= as_expected;
-        println!(
+        outln!(
             "{:<17} {:<27} {:<11} {:<44} {}{}",
             case.provider.as_str(),
             describe_case(case.name),
@@ -113,13 +116,13 @@ pub async fn run(toolbox: &Toolbox) -> Result<bool> {
             calls.join(", "),
             if changed { "changed" } else { "unchanged" },
             if as_expected { "" } else { "   <-- UNEXPECTED" },
-        );
+        )?;
     }
-    println!();
+    outln!()?;
     if all_as_expected {
-        println!("Every case ended as it must: only the complete, valid turns wrote notes.txt.");
+        outln!("Every case ended as it must: only the complete, valid turns wrote notes.txt.")?;
     } else {
-        println!("Some cases did not end as they must (marked above).");
+        outln!("Some cases did not end as they must (marked above).")?;
     }
     Ok(all_as_expected)
 }

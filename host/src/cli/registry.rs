@@ -177,10 +177,10 @@ pub async fn add(reference: &str, args: &InstallArgs, builder: ToolboxBuilder) -
             (None, _) => "no grant was given: it runs only under a policy that lists it".to_owned(),
         }
     );
-    println!(
+    outln!(
         "{}",
         installed_json(&installed.entry, &requested, args.policy.as_deref())
-    );
+    )?;
     Ok(())
 }
 
@@ -290,7 +290,7 @@ pub async fn update(
     if let Some(path) = &args.policy {
         write_policy(path, &policy_text)?;
     }
-    println!("{}", json!({"tools": report}));
+    outln!("{}", json!({"tools": report}))?;
     Ok(())
 }
 
@@ -301,10 +301,10 @@ pub fn remove(name: &str, tools: &Path) -> Result<()> {
         "turngate: removed `{name}` ({}); a policy table it had stays until you remove it",
         entry.file
     );
-    println!(
+    outln!(
         "{}",
         json!({"name": name, "file": entry.file, "removed": true})
-    );
+    )?;
     Ok(())
 }
 
@@ -373,10 +373,10 @@ pub async fn publish(
         "turngate: published `{}` as {reference} ({digest})",
         tool.descriptor().name
     );
-    println!(
+    outln!(
         "{}",
         json!({"name": tool.descriptor().name, "reference": reference, "manifest": digest})
-    );
+    )?;
     Ok(())
 }
 
@@ -454,9 +454,9 @@ pub async fn sign(reference: &str, key: &Path, registry: &RegistryArgs) -> Resul
         Store::Layout(layout) => layout.push(&blobs, &manifest, &tag, artifact::OCI_MANIFEST)?,
     };
     eprintln!("turngate: signed {digest} ({tag}: {written})");
-    println!(
+    outln!(
         "{}",
         json!({"signed": digest, "tag": tag, "signatures": signatures.layers.len()})
-    );
+    )?;
     Ok(())
 }

@@ -9,8 +9,8 @@ use turngate::lockfile::{LOCK_FILE, PinnedTool, ToolLock};
 use turngate::{Access, LoadedTool, RunError, ToolError, ToolOrigin, Toolbox, ToolboxBuilder};
 
 /// Prints every tool: name, origin, declared paths and access.
-pub fn list(toolbox: &Toolbox) {
-    println!("{:<16} {:<10} {:<28} origin", "tool", "access", "paths");
+pub fn list(toolbox: &Toolbox) -> Result<()> {
+    outln!("{:<16} {:<10} {:<28} origin", "tool", "access", "paths")?;
     for tool in toolbox.tools() {
         let d = tool.descriptor();
         let access = match d.filesystem_access() {
@@ -45,14 +45,15 @@ pub fn list(toolbox: &Toolbox) {
             ),
             None => tool.origin().to_string(),
         };
-        println!(
+        outln!(
             "{:<16} {:<10} {:<28} {}",
             d.name,
             access,
             paths.join(", "),
             origin
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// Pins every component of `dir` in `dir/turngate.lock` (written atomically) and prints the lock. An
@@ -84,7 +85,7 @@ pub async fn lock(builder: ToolboxBuilder, dir: &Path) -> Result<()> {
     std::io::Write::write_all(&mut temp, text.as_bytes())?;
     temp.as_file().sync_all()?;
     temp.persist(dir.join(LOCK_FILE))?;
-    print!("{text}");
+    out!("{text}")?;
     Ok(())
 }
 
@@ -123,7 +124,7 @@ pub async fn inspect(builder: ToolboxBuilder, file: &Path) -> Result<()> {
             .and_then(|g| serde_json::from_str(g).ok())
             .unwrap_or(Value::Null);
     }
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    outln!("{}", serde_json::to_string_pretty(&out)?)?;
     Ok(())
 }
 
@@ -156,11 +157,11 @@ fn forbidden_input(tool: &LoadedTool) -> Option<Value> {
 
 /// Runs the conformance check; returns whether the component passed.
 pub async fn check(builder: ToolboxBuilder, file: &Path) -> Result<bool> {
-    println!("checking {}", file.display());
+    outln!("checking {}", file.display())?;
     let toolbox = match load_one(builder, file).await {
         Ok(toolbox) => toolbox,
         Err(error) => {
-            println!("  FAIL  load: {error}");
+            outln!("  FAIL  load: {error}")?;
             return Ok(false);
         }
     };
@@ -175,26 +176,26 @@ pub async fn check(builder: ToolboxBuilder, file: &Path) -> Result<bool> {
         Some("0.3") => "turngate:tool/async-tool@0.1.0",
         _ => "turngate:tool/tool@0.1.0",
     };
-    println!("  ok    loads as a component of the tool world ({world}), {generation}");
-    println!(
+    outln!("  ok    loads as a component of the tool world ({world}), {generation}")?;
+    outln!(
         "  ok    describes itself as `{}`; its input schema is valid JSON Schema for an object",
         d.name
-    );
-    println!(
+    )?;
+    outln!(
         "  ok    imports only what the sandbox grants: {}",
         tool.imports().join(", ")
-    );
+    )?;
     let mut passed = true;
     let strict = d.input_schema.get("additionalProperties") == Some(&Value::Bool(false));
     if !strict {
-        println!(
+        outln!(
             "  warn  the schema allows properties it does not list (set \"additionalProperties\": false)"
-        );
+        )?;
     }
     let Some(input) = forbidden_input(tool) else {
-        println!(
+        outln!(
             "  FAIL  the schema accepts every probe input; it should constrain the input object"
-        );
+        )?;
         return Ok(false);
     };
     let outcome = toolbox
@@ -203,9 +204,9 @@ pub async fn check(builder: ToolboxBuilder, file: &Path) -> Result<bool> {
         .expect("the tool is loaded");
     match outcome.result {
         Err(turngate::CallError::Run(RunError::Tool(ToolError::InvalidInput(message)))) => {
-            println!(
+            outln!(
                 "  ok    answers {input}, which its schema forbids, with invalid-input ({message})"
-            );
+            )?;
         }
         other => {
             passed = false;
@@ -213,11 +214,11 @@ pub async fn check(builder: ToolboxBuilder, file: &Path) -> Result<bool> {
                 Ok(output) => format!("success: {output}"),
                 Err(e) => e.to_string(),
             };
-            println!(
+            outln!(
                 "  FAIL  answers {input}, which its schema forbids, with {got}; expected invalid-input"
-            );
+            )?;
         }
     }
-    println!("{}", if passed { "passed" } else { "failed" });
+    outln!("{}", if passed { "passed" } else { "failed" })?;
     Ok(passed)
 }

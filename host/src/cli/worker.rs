@@ -199,12 +199,12 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
             "duplicate": submitted.duplicate,
             "answered": submitted.answered,
         });
-        println!("{line}");
+        outln!("{line}")?;
         return Ok(ExitCode::from(crate::EXIT_OK));
     }
     let timeout = args.timeout_ms.map(Duration::from_millis);
     let report = wait_for_report(&js, &settings, &id, timeout).await?;
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = super::stdout();
     stdout.write_all(&report.json)?;
     writeln!(stdout)?;
     Ok(ExitCode::from(report.exit_code))

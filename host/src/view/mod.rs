@@ -738,7 +738,7 @@ impl CallView {
     /// the state directory).
     fn children(&mut self, location: &RelPath) -> Result<BTreeMap<String, EntryKind>, ViewError> {
         let mut children = BTreeMap::new();
-        let opaque = self.nodes.contains_key(location) || self.under_node(location);
+        let opaque = self.nodes.contains_key(location) || beneath_node(&self.nodes, location);
         if !opaque {
             for (name, kind) in self.lower.list(location)? {
                 let child = location.join(&name);
@@ -761,18 +761,6 @@ impl CallView {
             };
         }
         Ok(children)
-    }
-
-    /// Whether an ancestor of `location` is a node (so the lower layer has nothing to say beneath it).
-    fn under_node(&self, location: &RelPath) -> bool {
-        let mut ancestor = location.parent();
-        while let Some(path) = ancestor {
-            if self.nodes.contains_key(&path) {
-                return true;
-            }
-            ancestor = path.parent();
-        }
-        false
     }
 
     /// How the directory at `location` matches names, as far as lookups have shown.
@@ -970,19 +958,6 @@ struct Merged<'a> {
 }
 
 impl Merged<'_> {
-    /// Whether something the call made or removed holds `location` (then the lower layer has nothing
-    /// to say at it).
-    fn beneath_node(&self, location: &RelPath) -> bool {
-        let mut ancestor = location.parent();
-        while let Some(path) = ancestor {
-            if self.nodes.contains_key(&path) {
-                return true;
-            }
-            ancestor = path.parent();
-        }
-        false
-    }
-
     /// The name of the call's own node in `dir` that answers to `name`, if one does: `name` itself, or
     /// in a directory that folds, a node that differs from it only in spelling (a live one before a
     /// removal).
@@ -1026,7 +1001,7 @@ impl Namespace for Merged<'_> {
             Some(Node::Absent) => return Ok(None),
             None => {}
         }
-        if self.beneath_node(location) {
+        if beneath_node(self.nodes, location) {
             // Beneath something the call made or removed, only the call's own nodes exist.
             return Ok(None);
         }
@@ -1058,7 +1033,7 @@ impl Namespace for Merged<'_> {
             return Ok(entry.map(|entry| (own, entry)));
         }
         let spelled = dir.join(name);
-        if self.beneath_node(&spelled) {
+        if beneath_node(self.nodes, &spelled) {
             return Ok(None);
         }
         match self.observed.get(&spelled) {
@@ -1111,6 +1086,19 @@ impl Namespace for Merged<'_> {
     fn link_target(&mut self, location: &RelPath) -> Result<String, ResolveError> {
         Namespace::link_target(self.lower, location)
     }
+}
+
+/// Whether something the call made or removed holds `location` (then the lower layer has nothing to
+/// say at it).
+fn beneath_node(nodes: &BTreeMap<RelPath, Node>, location: &RelPath) -> bool {
+    let mut ancestor = location.parent();
+    while let Some(path) = ancestor {
+        if nodes.contains_key(&path) {
+            return true;
+        }
+        ancestor = path.parent();
+    }
+    false
 }
 
 /// The call's own nodes directly in `dir`, by name.
