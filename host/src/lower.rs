@@ -49,8 +49,8 @@ pub(crate) struct Lower {
     looked_at: HashMap<RelPath, (u64, u64)>,
     /// How the root's directories fold names, shared by every `Lower` of the root.
     folds: Arc<FoldsSeen>,
-    /// The root's device and inode, once asked for.
-    root_id: Option<(u64, u64)>,
+    /// The root's device and inode.
+    root_id: (u64, u64),
     /// The entries (name, inode) of each folding directory a stored name was looked for in.
     listings: HashMap<RelPath, Vec<(String, u64)>>,
 }
@@ -59,14 +59,14 @@ impl Lower {
     /// The lower layer of `root`, sharing the root's handle, its descriptor for reading entries and
     /// what is known of how its directories fold names.
     pub(crate) fn of(root: &Root) -> Lower {
-        let (root, root_entries, folds) = root.handles();
+        let handles = root.handles();
         Lower {
-            root,
-            root_entries,
+            root: handles.dir,
+            root_entries: handles.entries,
             dirs: HashMap::new(),
             looked_at: HashMap::new(),
-            folds,
-            root_id: None,
+            folds: handles.folds,
+            root_id: handles.id,
             listings: HashMap::new(),
         }
     }
@@ -191,21 +191,19 @@ impl Lower {
 
     /// The name the directory at `dir` stores for `entry`, found there as `name`.
     fn stored_name(&mut self, dir: &RelPath, name: &str, entry: &Entry) -> io::Result<String> {
-        let case = names::case_variant(name);
-        let form = names::form_variant(name);
-        if case.is_none() && form.is_none() {
+        let (case, forms) = (names::has_case(name), names::has_forms(name));
+        if !case && !forms {
             // No other spelling could have found it.
             return Ok(name.to_owned());
         }
         let id = self.identity_of(dir)?;
         let mut folds = self.learned(id);
-        if (case.is_some() && folds.case.is_none()) || (form.is_some() && folds.forms.is_none()) {
+        if (case && folds.case.is_none()) || (forms && folds.forms.is_none()) {
             let handle = self.dir(dir)?;
             learn(&handle, name, entry, &mut folds);
             self.remember(id, folds);
         }
-        let folded = (case.is_some() && folds.case == Some(true))
-            || (form.is_some() && folds.forms == Some(true));
+        let folded = (case && folds.case == Some(true)) || (forms && folds.forms == Some(true));
         if !folded {
             return Ok(name.to_owned());
         }
@@ -254,21 +252,15 @@ impl Lower {
 
     /// The device and inode of the directory at `dir`: what its folding is kept by.
     fn identity_of(&mut self, dir: &RelPath) -> io::Result<(u64, u64)> {
-        let known = if dir.is_root() {
-            self.root_id
-        } else {
-            self.looked_at.get(dir).copied()
-        };
-        if let Some(id) = known {
+        if dir.is_root() {
+            return Ok(self.root_id);
+        }
+        if let Some(&id) = self.looked_at.get(dir) {
             return Ok(id);
         }
         let metadata = self.dir(dir)?.dir_metadata()?;
         let id = (metadata.dev(), metadata.ino());
-        if dir.is_root() {
-            self.root_id = Some(id);
-        } else {
-            self.looked_at.insert(dir.clone(), id);
-        }
+        self.looked_at.insert(dir.clone(), id);
         Ok(id)
     }
 

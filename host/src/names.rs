@@ -59,6 +59,20 @@ pub fn fold(text: &str) -> Cow<'_, str> {
     Cow::Owned(lowered.nfc().collect())
 }
 
+/// Whether `name` has a character with another case (so another spelling a directory may fold to it).
+pub(crate) fn has_case(name: &str) -> bool {
+    if name.is_ascii() {
+        return name.bytes().any(|b| b.is_ascii_alphabetic());
+    }
+    name.chars().any(|c| c.is_lowercase() || c.is_uppercase())
+}
+
+/// Whether `name` may have another Unicode normalization form (only a name with characters outside
+/// ASCII can).
+pub(crate) fn has_forms(name: &str) -> bool {
+    !name.is_ascii()
+}
+
 /// Another spelling of `name` differing only in case (every cased character flipped), if it has one:
 /// looking it up tells whether a directory folds case.
 pub(crate) fn case_variant(name: &str) -> Option<String> {

@@ -32,6 +32,16 @@ pub struct Root {
     /// What lookups have shown of how each directory beneath the root matches names, by the
     /// directory's device and inode: learned once for every call (see [`crate::lower`]).
     folds: Arc<FoldsSeen>,
+    /// The device and inode of the directory opened as the root.
+    id: (u64, u64),
+}
+
+/// What every [`crate::lower::Lower`] of a root shares ([`Root::handles`]).
+pub(crate) struct RootHandles {
+    pub(crate) dir: Arc<Dir>,
+    pub(crate) entries: Arc<OnceLock<rustix::fd::OwnedFd>>,
+    pub(crate) folds: Arc<FoldsSeen>,
+    pub(crate) id: (u64, u64),
 }
 
 /// How the directories beneath one root fold names, as lookups showed it, by device and inode.
@@ -55,7 +65,7 @@ impl Root {
     pub fn open(path: impl AsRef<Path>) -> io::Result<Root> {
         let path = std::fs::canonicalize(path.as_ref())?;
         let dir = Dir::open_ambient_dir(&path, ambient_authority())?;
-        Ok(Root::with(dir, path))
+        Root::with(dir, path)
     }
 
     /// Opens the directory `name` directly inside `parent` (without following a symlink) as the root:
@@ -69,17 +79,20 @@ impl Root {
             ));
         }
         let dir = parent.open_dir_nofollow(name)?;
-        Ok(Root::with(dir, parent_path.join(name)))
+        Root::with(dir, parent_path.join(name))
     }
 
-    fn with(dir: Dir, path: PathBuf) -> Root {
-        Root {
+    fn with(dir: Dir, path: PathBuf) -> io::Result<Root> {
+        use cap_std::fs::MetadataExt as _;
+        let opened = dir.dir_metadata()?;
+        Ok(Root {
             dir: Arc::new(dir),
             entries: Arc::default(),
             path,
             staging: Mutex::new(None),
             folds: Arc::default(),
-        }
+            id: (opened.dev(), opened.ino()),
+        })
     }
 
     /// The canonical path the root was opened at (for messages; not used for access).
@@ -105,10 +118,15 @@ impl Root {
     }
 
     /// The handle again, shared, with the root's descriptor for reading its entries (opened on first
-    /// use) and what is known of how its directories fold names: what [`crate::lower::Lower`] reads
-    /// the root through.
-    pub(crate) fn handles(&self) -> (Arc<Dir>, Arc<OnceLock<rustix::fd::OwnedFd>>, Arc<FoldsSeen>) {
-        (self.dir.clone(), self.entries.clone(), self.folds.clone())
+    /// use), what is known of how its directories fold names and its device and inode: what
+    /// [`crate::lower::Lower`] reads the root through.
+    pub(crate) fn handles(&self) -> RootHandles {
+        RootHandles {
+            dir: self.dir.clone(),
+            entries: self.entries.clone(),
+            folds: self.folds.clone(),
+            id: self.id,
+        }
     }
 
     /// The directory `name` inside the state directory, both created when missing. Refuses a state
