@@ -88,6 +88,12 @@ pub(super) struct AheadFile {
 }
 
 impl Ahead {
+    /// Whether this call was written ahead in an earlier boot of this machine: a power loss may have
+    /// taken its moves and its data since, and it is this machine's to roll forward.
+    pub(super) fn lost_with_the_power(&self) -> bool {
+        self.machine == platform::machine_id() && Some(self.boot.as_str()) != platform::boot_id()
+    }
+
     fn size(&self) -> u64 {
         self.files
             .iter()
@@ -216,13 +222,11 @@ impl Journal {
     /// the module docs), flushes what that wrote and moved, and marks them applied and settled. A call that cannot
     /// be rolled forward is marked damaged, saying why. Called with the lock held.
     pub(super) fn roll_forward_lost(&mut self, root: &Root) -> Result<(), EffectError> {
-        let boot = platform::boot_id();
         let lost: Vec<u64> =
             self.ahead
                 .iter()
                 .filter(|(seq, ahead)| {
-                    ahead.machine == platform::machine_id()
-                        && Some(ahead.boot.as_str()) != boot
+                    ahead.lost_with_the_power()
                         && self.calls.get(seq).is_some_and(|c| {
                             matches!(c.state, CallState::Intent | CallState::Applied)
                         })

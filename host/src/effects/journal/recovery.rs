@@ -58,15 +58,19 @@ impl Journal {
 
     /// Settles what a cut left of `exchange`'s fallback (`moves.rs`: the old entry linked aside as
     /// `<pre>.old`, the new one renamed over it, the aside renamed to `<pre>`) in every change that
-    /// trades places with its pre-image and may not have finished: of the calls not settled (an
-    /// unfinished apply or undo, a call written ahead that a power loss may have cut), before anything
-    /// looks at their pre-images. Cut after the rename into place, the aside is the entry that left:
-    /// it takes the pre-image's name. Cut before, `<pre>` is still whole and the aside only links the
-    /// entry still in place a second time: it goes.
+    /// trades places with its pre-image and may not have finished: of an unfinished apply or undo, and
+    /// of a call written ahead in an earlier boot, whose exchanges a power loss may have cut (a call
+    /// of this boot that was marked applied finished its exchanges), before anything looks at their
+    /// pre-images. Cut after the rename into place, the aside is the entry that left: it takes the
+    /// pre-image's name. Cut before, `<pre>` is still whole and the aside only links the entry still in
+    /// place a second time: it goes.
     fn settle_exchanges_cut(&self) {
         let unsettled = self.calls.values().filter(|call| {
             matches!(call.state, CallState::Intent | CallState::Undo)
-                || self.ahead.contains_key(&call.seq)
+                || self
+                    .ahead
+                    .get(&call.seq)
+                    .is_some_and(|ahead| ahead.lost_with_the_power())
         });
         for call in unsettled {
             for change in &call.changes {
