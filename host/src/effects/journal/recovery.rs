@@ -65,14 +65,17 @@ impl Journal {
     /// pre-image's name. Cut before, `<pre>` is still whole and the aside only links the entry still in
     /// place a second time: it goes.
     fn settle_exchanges_cut(&self) {
-        let unsettled = self.calls.values().filter(|call| {
-            matches!(call.state, CallState::Intent | CallState::Undo)
-                || self
-                    .ahead
-                    .get(&call.seq)
-                    .is_some_and(|ahead| ahead.lost_with_the_power())
-        });
-        for call in unsettled {
+        let unfinished =
+            |call: &&JournalEntry| matches!(call.state, CallState::Intent | CallState::Undo);
+        // The calls written ahead are looked up from the few still waiting to be settled, not the
+        // other way round: this runs before every apply, and the journal keeps a thousand calls.
+        let lost = self
+            .ahead
+            .iter()
+            .filter(|(_, ahead)| ahead.lost_with_the_power())
+            .filter_map(|(seq, _)| self.calls.get(seq))
+            .filter(|call| !unfinished(call));
+        for call in self.calls.values().filter(unfinished).chain(lost) {
             for change in &call.changes {
                 let (ChangeKind::Replace, Some(pre)) = (change.kind, &change.pre) else {
                     continue;
