@@ -70,6 +70,10 @@ fn main() {
         manifest_dir.join("Cargo.toml").display()
     );
     println!(
+        "cargo:rerun-if-changed={}",
+        repo.join("Cargo.lock").display()
+    );
+    println!(
         "cargo:rustc-env=TURNGATE_VERSION={}",
         version_line(&manifest_dir, &repo)
     );
@@ -127,17 +131,40 @@ fn main() {
     }
 }
 
+/// The version of `package` the workspace's `Cargo.lock` holds (the one this build compiles), if the
+/// lock is there and holds it once.
+fn locked_version(repo: &Path, package: &str) -> Option<String> {
+    let lock = std::fs::read_to_string(repo.join("Cargo.lock")).ok()?;
+    let name = format!("name = \"{package}\"");
+    let mut versions = lock.split("[[package]]").filter_map(|block| {
+        let mut lines = block.lines().map(str::trim);
+        lines.clone().any(|line| line == name).then(|| {
+            lines.find_map(|line| {
+                line.strip_prefix("version = \"")
+                    .and_then(|rest| rest.strip_suffix('"'))
+                    .map(str::to_owned)
+            })
+        })?
+    });
+    let version = versions.next()?;
+    versions.next().is_none().then_some(version)
+}
+
 /// What `turngate --version` says after the name: the crate's version, the wasmtime it embeds (the exact
-/// version `Cargo.toml` pins) and the tool worlds it serves (read from `wit/tool.wit`), so a bug report
+/// version `Cargo.lock` holds) and the tool worlds it serves (read from `wit/tool.wit`), so a bug report
 /// or a tool author can tell what a binary runs without its sources.
 fn version_line(manifest_dir: &Path, repo: &Path) -> String {
-    let manifest =
-        std::fs::read_to_string(manifest_dir.join("Cargo.toml")).expect("read Cargo.toml");
-    let wasmtime = manifest
-        .lines()
-        .find_map(|line| line.strip_prefix("wasmtime = { version = \"="))
-        .and_then(|rest| rest.split('"').next())
-        .expect("host/Cargo.toml pins wasmtime as `wasmtime = { version = \"=X.Y.Z\"`");
+    let wasmtime = locked_version(repo, "wasmtime").unwrap_or_else(|| {
+        // Built without the workspace's lock: the version the manifest asks for.
+        let manifest =
+            std::fs::read_to_string(manifest_dir.join("Cargo.toml")).expect("read Cargo.toml");
+        manifest
+            .lines()
+            .find_map(|line| line.strip_prefix("wasmtime = { version = \""))
+            .and_then(|rest| rest.split('"').next())
+            .map(|requirement| requirement.trim_start_matches(['=', '~', '^']).to_owned())
+            .expect("host/Cargo.toml asks for wasmtime as `wasmtime = { version = \"~X.Y.Z\"`")
+    });
     let wit = std::fs::read_to_string(repo.join("wit/tool.wit")).expect("read wit/tool.wit");
     let package = wit
         .lines()
