@@ -760,6 +760,15 @@ fn a_wasi_0_3_call_stops_when_cancelled_whether_it_waits_or_computes() {
     });
     let ws = Workspace::new();
     let (policy, effects) = (Policy::allow_all(), Effects::default());
+    // Compiled and run once beforehand, so the cancels below come a second after calls that start
+    // within milliseconds (and the stdout check below tells if one did not).
+    let mut context = CallContext::new(&ws.root, &policy, &effects);
+    let warm = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(toolbox.call_in(&mut context, "p3_probe", r#"{"op": "noop"}"#));
+    assert_eq!(warm.result.unwrap(), "ok");
     for input in [json!({"op": "sleep", "ms": 600_000}), json!({"op": "spin"})] {
         let cancel = Cancel::new();
         let trigger = cancel.clone();
@@ -778,6 +787,12 @@ fn a_wasi_0_3_call_stops_when_cancelled_whether_it_waits_or_computes() {
             matches!(outcome.result, Err(CallError::Run(RunError::Cancelled))),
             "{input}: {:?}",
             outcome.result
+        );
+        // It was running when the cancel stopped it.
+        assert_eq!(
+            String::from_utf8_lossy(&outcome.stdout),
+            "p3_probe: started\n",
+            "{input}"
         );
         assert!(
             outcome.duration < Duration::from_secs(30),

@@ -435,14 +435,18 @@ fn a_call_cancelled_while_it_runs_applies_nothing() {
     for tool in HOSTILE_RW {
         let cancel = turngate::Cancel::new();
         let trigger = cancel.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(200));
-            trigger.cancel();
+        let outcome = std::thread::scope(|scope| {
+            // Cancelled once the guest has written (its file staged) and spins: while it runs.
+            scope.spawn(|| {
+                ws.wait_for_staged(1);
+                trigger.cancel();
+            });
+            let mut context = CallContext::new(&ws.root, &policy, &effects);
+            context.cancel = Some(&cancel);
+            let input =
+                r#"{"attack":"write_all_then_spin","path":"drafts","arg":"drafts/one.txt"}"#;
+            runtime().block_on(hostile().call_in(&mut context, tool, input))
         });
-        let mut context = CallContext::new(&ws.root, &policy, &effects);
-        context.cancel = Some(&cancel);
-        let input = r#"{"attack":"write_all_then_spin","path":"drafts","arg":"drafts/one.txt"}"#;
-        let outcome = runtime().block_on(hostile().call_in(&mut context, tool, input));
         assert!(
             matches!(outcome.result, Err(CallError::Run(RunError::Cancelled))),
             "{tool}: {:?}",

@@ -198,13 +198,22 @@ fn hostile_tools() -> tempfile::TempDir {
 }
 
 /// Sends a `tool` call (`hostile_rw` or its twin) that writes `a.txt` and `b.txt` in its view, then
-/// spins until stopped, and gives it half a second to get going; returns the request's ID.
-fn start_spinning_call(server: &mut Server, tool: &str) -> u64 {
+/// spins until stopped, and waits until both files are staged under `root` (the guest is running,
+/// past its writes); returns the request's ID.
+fn start_spinning_call(server: &mut Server, root: &Path, tool: &str) -> u64 {
     let id = server.send(
         "tools/call",
         json!({"name": tool, "arguments": {"attack": "write_all_then_spin", "arg": "a.txt,b.txt"}}),
     );
-    std::thread::sleep(Duration::from_millis(500));
+    let staging = root.join(".turngate/staging");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while std::fs::read_dir(&staging).map_or(0, |entries| entries.count()) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{tool} never staged its two files"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     id
 }
 
@@ -705,7 +714,7 @@ fn a_cancelled_call_stops_applies_nothing_and_frees_its_slot() {
             ],
             json!({}),
         );
-        let spinning = start_spinning_call(&mut server, tool);
+        let spinning = start_spinning_call(&mut server, root.path(), tool);
         server.cancel(spinning);
         let next = server.call("write_file", json!({"path": "after.txt", "content": "ok"}));
         assert_eq!(next["isError"], false, "{tool}: {next}");
@@ -736,7 +745,7 @@ fn a_client_that_disconnects_mid_call_leaves_nothing_half_applied() {
         &["--tools", &tools_arg, "--timeout-ms", "600000"],
         json!({}),
     );
-    start_spinning_call(&mut server, "hostile_rw");
+    start_spinning_call(&mut server, root.path(), "hostile_rw");
     let status = server.finish();
     assert!(status.success(), "{status:?}");
     assert!(!root.path().join("a.txt").exists());

@@ -787,6 +787,40 @@ fn header_injection_and_request_smuggling_fail_in_both_generations() {
         "{:?}",
         server.paths()
     );
+    // Nothing past the declared length reached the server in either request it may have seen.
+    let posts = server.seen_with("POST");
+    assert!(
+        posts.iter().all(|s| s.body.len() <= 1),
+        "a body past its content-length arrived: {posts:?}"
+    );
+    // The control: the same request with its true length arrives whole, from either generation.
+    let whole = "name=widget&count=2";
+    let length = whole.len().to_string();
+    let (results, _) = probe(
+        toolbox(),
+        &policy,
+        json!([{"url": format!("{allowed}/items"), "method": "POST", "headers": [["content-length", length]], "body": whole}]),
+    );
+    assert!(results[0]["error"].is_null(), "0.2: {results:?}");
+    let (outcome, _ws) = run(
+        toolbox(),
+        &policy,
+        "p3_probe",
+        json!({
+            "op": "probe",
+            "target": format!("{allowed}/items"),
+            "method": "POST",
+            "headers": [["content-length", length]],
+            "body": whole,
+        }),
+    );
+    assert!(outcome.result.is_ok(), "0.3: {:?}", outcome.result);
+    let arrived: Vec<Seen> = server
+        .seen_with("POST")
+        .into_iter()
+        .filter(|s| s.path == "/items" && s.body == whole)
+        .collect();
+    assert_eq!(arrived.len(), 2, "{:?}", server.seen_with("POST"));
 }
 
 #[test]

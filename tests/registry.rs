@@ -441,6 +441,43 @@ fn a_locked_load_refuses_a_tool_whose_kept_signature_or_manifest_was_changed() {
             .is_some_and(|e| e.contains("is not the signer the lock records")),
         "{refused_load}"
     );
+    // The kept manifest changed (one annotation more): not the manifest the lock records.
+    std::fs::write(&provenance, &kept).unwrap();
+    assert_eq!(setup.call(&policy)["status"], "ok");
+    let kept_json: Value = serde_json::from_str(&kept).unwrap();
+    let manifest_text = kept_json["manifest"].as_str().unwrap();
+    let mut manifest: Value = serde_json::from_str(manifest_text).unwrap();
+    manifest["annotations"]["org.example.note"] = json!("changed after install");
+    let other_manifest = manifest.to_string();
+    let mut with_other = kept_json.clone();
+    with_other["manifest"] = json!(other_manifest);
+    std::fs::write(&provenance, with_other.to_string()).unwrap();
+    let changed_manifest = setup.call(&policy);
+    assert!(
+        changed_manifest["load_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("its kept manifest has digest")),
+        "{changed_manifest}"
+    );
+    // And the lock changed to name it too: the kept signature signs the manifest installed.
+    let lock_path = setup.dir.path().join("tools/turngate.lock");
+    let lock = setup.lock();
+    let (installed_digest, other_digest) = (
+        digest(manifest_text.as_bytes()),
+        digest(other_manifest.as_bytes()),
+    );
+    assert!(lock.contains(&installed_digest), "{lock}");
+    std::fs::write(&lock_path, lock.replace(&installed_digest, &other_digest)).unwrap();
+    let other_signed = setup.call(&policy);
+    assert!(
+        other_signed["load_error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&format!(
+                "signs manifest {installed_digest}, not {other_digest}"
+            ))),
+        "{other_signed}"
+    );
+    std::fs::write(&lock_path, &lock).unwrap();
     // The key no longer trusted by the policy.
     std::fs::write(&provenance, &kept).unwrap();
     assert_eq!(setup.call(&policy)["status"], "ok");
@@ -935,6 +972,7 @@ fn add_from(setup: &Setup, reference: &str, extra: &[&str]) -> std::process::Out
 fn a_blob_redirected_to_another_host_is_fetched_without_the_registry_credentials() {
     let setup = Setup::without_registry();
     let component = std::fs::read(guest(TOOL)).unwrap();
+    let component_bytes = component.clone();
     let (storage, storage_seen) = fake_server("127.0.0.2", move |_| Reply::ok(component.clone()));
     let (addr, seen, _) = fake_registry(
         |manifest| Reply::ok(manifest.to_vec()),
@@ -952,16 +990,17 @@ fn a_blob_redirected_to_another_host_is_fetched_without_the_registry_credentials
         &format!("oci://{addr}/acme/tool:1.0"),
         &[],
     ));
-    // The registry got the credentials; the storage host got none.
-    let registry_auth: Vec<_> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|(_, a)| a.clone())
-        .collect();
+    // The registry got the credentials with the very request it redirected (the layer's blob); the
+    // storage host got none.
+    let blob_path = format!("/v2/acme/tool/blobs/{}", digest(&component_bytes));
+    let seen = seen.lock().unwrap().clone();
+    let blob_requests: Vec<_> = seen.iter().filter(|(path, _)| *path == blob_path).collect();
+    assert!(!blob_requests.is_empty(), "{seen:?}");
     assert!(
-        registry_auth.iter().any(|a| a.starts_with("Basic ")),
-        "{registry_auth:?}"
+        blob_requests
+            .iter()
+            .all(|(_, auth)| auth.as_deref().is_some_and(|a| a.starts_with("Basic "))),
+        "a redirected request went without the credentials: {seen:?}"
     );
     let storage_seen = storage_seen.lock().unwrap().clone();
     assert_eq!(storage_seen.len(), 1, "{storage_seen:?}");

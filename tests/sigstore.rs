@@ -132,6 +132,29 @@ fn a_bundle_under_an_untrusted_root_or_outside_its_authority_s_validity_is_refus
             .contains("no timestamp authorities configured"),
         "{untrusted}"
     );
+    // The public-good root with every authority but its certificate authorities: those of the other
+    // instance. The bundle's time and log entry are vouched for; its certificate's chain is not.
+    let mut root: Value = serde_json::from_str(PUBLIC_GOOD).unwrap();
+    let scaffolding: Value = serde_json::from_str(
+        &std::fs::read_to_string(vectors().join("trusted_roots/scaffolding.json")).unwrap(),
+    )
+    .unwrap();
+    root["certificateAuthorities"] = scaffolding["certificateAuthorities"].clone();
+    let other_authority = dir.path().join("other-authority.json");
+    std::fs::write(&other_authority, root.to_string()).unwrap();
+    let unchained = verify(
+        &json,
+        &blob_digest(),
+        &policy(&identity(BLOB_ISSUER, "**"), Some(&other_authority)),
+    )
+    .unwrap_err();
+    assert!(
+        unchained
+            .to_string()
+            .contains("certificate chain is invalid")
+            && unchained.to_string().contains("UnknownIssuer"),
+        "{unchained}"
+    );
     // The public-good root with its current Fulcio authority ending before the signature was made
     // (2025-12-03): the certificate is outside what the root vouches for.
     let mut root: Value = serde_json::from_str(PUBLIC_GOOD).unwrap();

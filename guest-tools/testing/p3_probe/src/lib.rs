@@ -91,10 +91,12 @@ impl bindings::Guest for P3Probe {
         match input {
             Input::Noop => Ok("ok".into()),
             Input::Sleep { ms } => {
+                started().await?;
                 wasip3::clocks::monotonic_clock::wait_for(ms.saturating_mul(1_000_000)).await;
                 Ok("slept".into())
             }
             Input::Spin => {
+                started().await?;
                 let mut n: u64 = 0;
                 loop {
                     n = std::hint::black_box(n.wrapping_add(1));
@@ -195,3 +197,14 @@ async fn send(
 }
 
 bindings::export!(P3Probe with_types_in bindings);
+
+/// Says `p3_probe: started` on stdout (`wasi:cli/stdout@0.3.0`) once the host has taken it: what a test
+/// that stops a waiting or computing call looks for, to know the call was running when it stopped.
+async fn started() -> Result<(), ToolError> {
+    let (mut writer, reader) = wasip3::wit_stream::new::<u8>();
+    let done = wasip3::cli::stdout::write_via_stream(reader);
+    let _ = writer.write_all(b"p3_probe: started\n".to_vec()).await;
+    drop(writer);
+    done.await
+        .map_err(|e| ToolError::Failed(format!("stdout: {e:?}")))
+}
