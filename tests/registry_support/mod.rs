@@ -280,14 +280,10 @@ pub fn listing(dir: &Path) -> Vec<String> {
 pub fn sigstore_vectors() -> &'static PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
+        // Not `--offline`: the metadata covers every platform's packages, and a build downloads only
+        // this platform's.
         let out = Command::new(env!("CARGO"))
-            .args([
-                "metadata",
-                "--format-version",
-                "1",
-                "--offline",
-                "--manifest-path",
-            ])
+            .args(["metadata", "--format-version", "1", "--manifest-path"])
             .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
             .output()
             .expect("cargo metadata runs");
