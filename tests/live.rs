@@ -140,6 +140,46 @@ fn bad_write(provider: Provider, end: End) -> String {
     )
 }
 
+/// As `turngate agent ... | true`: the reader of its stdout is gone before the summary. The session runs
+/// to its end as it would have (the write applies, exit 0), without a panic or a word about the pipe.
+#[test]
+fn an_agent_whose_reader_is_gone_ends_quietly_with_its_own_exit_status() {
+    let provider = Provider::Anthropic;
+    let server = FakeProvider::scripted(
+        provider,
+        vec![
+            Reply::Sse(good_write(provider)),
+            Reply::Sse(sse::done(provider)),
+        ],
+    );
+    let ws = workspace();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .env(
+            "TURNGATE_CACHE_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache"),
+        )
+        .env(key_var(provider), KEY)
+        .args(["agent", "--provider", provider.as_str(), "--model", "m-1"])
+        .arg("--root")
+        .arg(ws.root_path())
+        .args(["--base-url", &server.base_url()])
+        .arg("Update the notes.")
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+        "{stderr}"
+    );
+    assert_eq!(ws.read("notes.txt"), "Final notes\n");
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Error classes
 
