@@ -508,6 +508,50 @@ fn hand_written(layers: &[(&str, &[u8])], annotations: Value) -> (Setup, String)
     (setup, source)
 }
 
+/// As `turngate tools add ... | true`: the reader of its stdout is gone before the first line. `tools
+/// add` and `tools remove` still do what they were asked and exit 0, without a panic or a word about
+/// the pipe.
+#[test]
+fn tools_add_and_remove_end_quietly_with_their_own_exit_status_when_their_reader_is_gone() {
+    let component = std::fs::read(guest(TOOL)).unwrap();
+    let (setup, source) = hand_written(&[("application/wasm", &component)], json!({}));
+    let tools = setup.tools();
+    let closed_stdout = |args: &[&str]| {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
+            .args(args)
+            .env("DOCKER_CONFIG", "/nonexistent-docker-config")
+            .stdin(std::process::Stdio::null())
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+    };
+    closed_stdout(&[
+        "tools",
+        "add",
+        &source,
+        "--tools",
+        &tools,
+        "--allow-unsigned",
+    ]);
+    assert_eq!(
+        listing(Path::new(&tools)).len(),
+        3,
+        "{:?}",
+        listing(Path::new(&tools))
+    );
+    closed_stdout(&["tools", "remove", TOOL, "--tools", &tools]);
+    assert_eq!(listing(Path::new(&tools)), ["turngate.lock"]);
+}
+
 #[test]
 fn what_is_not_one_component_or_asks_for_invalid_grants_is_refused() {
     let component = std::fs::read(guest(TOOL)).unwrap();
