@@ -1079,27 +1079,13 @@ fn every_printing_command_ends_quietly_with_its_own_exit_status_when_its_reader_
         ("help", vec!["--help"], 0),
         ("version", vec!["--version"], 0),
     ];
-    let mut failures = Vec::new();
-    for (what, args, expected) in cases {
-        let (reader, writer) = std::io::pipe().unwrap();
-        drop(reader);
-        let out = turngate()
-            .args(&args)
-            .stdin(std::process::Stdio::null())
-            .stdout(writer)
-            .stderr(std::process::Stdio::piped())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        if out.status.code() != Some(expected)
-            || stderr.contains("panicked")
-            || stderr.contains("Broken pipe")
-        {
-            failures.push(format!(
-                "{what}: exit {:?}, expected {expected}; stderr: {stderr}",
-                out.status.code()
-            ));
-        }
-    }
+    let failures: Vec<String> = cases
+        .into_iter()
+        .filter_map(|(what, args, expected)| {
+            common::pipe::ends_quietly(turngate().args(&args), expected)
+                .err()
+                .map(|e| format!("{what}: {e}"))
+        })
+        .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -52,14 +52,10 @@ fn workspace() -> Workspace {
     ws
 }
 
-/// Runs `turngate agent` against the fake, with tiny backoff delays.
-fn agent(server: &FakeProvider, ws: &Workspace, extra: &[&str]) -> Session {
-    let log = ws
-        .dir
-        .path()
-        .join(format!("log-{}.jsonl", fastrand::u64(..)));
-    let started = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_turngate"))
+/// `turngate agent` against the fake, with tiny backoff delays, logging to `log`.
+fn agent_command(server: &FakeProvider, ws: &Workspace, log: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
+    command
         .env(
             "TURNGATE_CACHE_DIR",
             Path::new(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache"),
@@ -75,14 +71,23 @@ fn agent(server: &FakeProvider, ws: &Workspace, extra: &[&str]) -> Session {
         .arg("--root")
         .arg(ws.root_path())
         .arg("--log")
-        .arg(&log)
+        .arg(log)
         .args(["--base-url", &server.base_url()])
         .args(["--retry-base-ms", "1", "--retry-max-ms", "5"])
         .args(extra)
         .arg("Update the notes.")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+        .stdin(std::process::Stdio::null());
+    command
+}
+
+/// Runs `turngate agent` against the fake, with tiny backoff delays.
+fn agent(server: &FakeProvider, ws: &Workspace, extra: &[&str]) -> Session {
+    let log = ws
+        .dir
+        .path()
+        .join(format!("log-{}.jsonl", fastrand::u64(..)));
+    let started = Instant::now();
+    let output = agent_command(server, ws, &log, extra).output().unwrap();
     let elapsed = started.elapsed();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -153,30 +158,9 @@ fn an_agent_whose_reader_is_gone_ends_quietly_with_its_own_exit_status() {
         ],
     );
     let ws = workspace();
-    let (reader, writer) = std::io::pipe().unwrap();
-    drop(reader);
-    let output = Command::new(env!("CARGO_BIN_EXE_turngate"))
-        .env(
-            "TURNGATE_CACHE_DIR",
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache"),
-        )
-        .env(key_var(provider), KEY)
-        .args(["agent", "--provider", provider.as_str(), "--model", "m-1"])
-        .arg("--root")
-        .arg(ws.root_path())
-        .args(["--base-url", &server.base_url()])
-        .arg("Update the notes.")
-        .stdin(std::process::Stdio::null())
-        .stdout(writer)
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
-    assert!(
-        !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
-        "{stderr}"
-    );
+    let log = ws.dir.path().join("log.jsonl");
+    common::pipe::ends_quietly(&mut agent_command(&server, &ws, &log, &[]), 0)
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(ws.read("notes.txt"), "Final notes\n");
 }
 

@@ -4,6 +4,8 @@
 //! manifest). Every refusal names what failed, and writes nothing to the tools directory, the lock or
 //! the policy.
 
+#[path = "common/pipe.rs"]
+mod pipe;
 mod registry_support;
 #[path = "common/terminal.rs"]
 #[allow(dead_code)] // the Ctrl-C helpers are for the CLI tests
@@ -517,22 +519,11 @@ fn tools_add_and_remove_end_quietly_with_their_own_exit_status_when_their_reader
     let (setup, source) = hand_written(&[("application/wasm", &component)], json!({}));
     let tools = setup.tools();
     let closed_stdout = |args: &[&str]| {
-        let (reader, writer) = std::io::pipe().unwrap();
-        drop(reader);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_turngate"));
+        command
             .args(args)
-            .env("DOCKER_CONFIG", "/nonexistent-docker-config")
-            .stdin(std::process::Stdio::null())
-            .stdout(writer)
-            .stderr(std::process::Stdio::piped())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
-        assert!(
-            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
-            "{args:?}: {stderr}"
-        );
+            .env("DOCKER_CONFIG", "/nonexistent-docker-config");
+        pipe::ends_quietly(&mut command, 0).unwrap_or_else(|e| panic!("{args:?}: {e}"));
     };
     closed_stdout(&[
         "tools",

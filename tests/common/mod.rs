@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own subset of these helpers
 
 pub mod mcp_http;
+pub mod pipe;
 pub mod streams;
 pub mod terminal;
 
