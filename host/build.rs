@@ -136,18 +136,16 @@ fn main() {
 fn locked_version(repo: &Path, package: &str) -> Option<String> {
     let lock = std::fs::read_to_string(repo.join("Cargo.lock")).ok()?;
     let name = format!("name = \"{package}\"");
-    let mut versions = lock.split("[[package]]").filter_map(|block| {
-        let mut lines = block.lines().map(str::trim);
-        lines.clone().any(|line| line == name).then(|| {
-            lines.find_map(|line| {
-                line.strip_prefix("version = \"")
-                    .and_then(|rest| rest.strip_suffix('"'))
-                    .map(str::to_owned)
-            })
-        })?
-    });
+    let mut versions = lock
+        .split("[[package]]")
+        .filter(|block| block.lines().any(|line| line.trim() == name))
+        .filter_map(|block| {
+            block
+                .lines()
+                .find_map(|line| line.trim().strip_prefix("version = \"")?.strip_suffix('"'))
+        });
     let version = versions.next()?;
-    versions.next().is_none().then_some(version)
+    versions.next().is_none().then(|| version.to_owned())
 }
 
 /// What `turngate --version` says after the name: the crate's version, the wasmtime it embeds (the exact
