@@ -438,7 +438,7 @@ fn a_call_cancelled_while_it_runs_applies_nothing() {
         let outcome = std::thread::scope(|scope| {
             // Cancelled once the guest has written (its file staged) and spins: while it runs.
             scope.spawn(|| {
-                ws.wait_for_staged(1);
+                common::wait_for_staged(&ws.root_path(), 1);
                 trigger.cancel();
             });
             let mut context = CallContext::new(&ws.root, &policy, &effects);

@@ -205,15 +205,7 @@ fn start_spinning_call(server: &mut Server, root: &Path, tool: &str) -> u64 {
         "tools/call",
         json!({"name": tool, "arguments": {"attack": "write_all_then_spin", "arg": "a.txt,b.txt"}}),
     );
-    let staging = root.join(".turngate/staging");
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while std::fs::read_dir(&staging).map_or(0, |entries| entries.count()) < 2 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{tool} never staged its two files"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::wait_for_staged(root, 2);
     id
 }
 

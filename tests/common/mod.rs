@@ -120,6 +120,25 @@ pub fn folding_fs() -> &'static turngate_testfs::TestFs {
     })
 }
 
+/// Waits until a running call has staged at least `count` files in the staging directory of the root
+/// at `root`: the sign a guest has started and written, for a test to act while it still runs.
+pub fn wait_for_staged(root: &Path, count: usize) {
+    let staging = root.join(turngate::root::STATE_DIR).join("staging");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let staged = std::fs::read_dir(&staging).map_or(0, |entries| entries.count());
+        if staged >= count {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no call staged {count} files in {} (it holds {staged})",
+            staging.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// A temporary directory with `root/` (the allowed root) and `outside/` next to it.
 pub struct Workspace {
     pub dir: tempfile::TempDir,
@@ -188,28 +207,6 @@ impl Workspace {
             .join(turngate::root::STATE_DIR)
             .join("staging");
         !staging.exists() || hash_tree(&staging).is_empty()
-    }
-
-    /// Waits until a running call has staged at least `count` files in the root's staging directory:
-    /// the sign a guest has started and written, for a test to act while it still runs.
-    pub fn wait_for_staged(&self, count: usize) {
-        let staging = self
-            .root_path()
-            .join(turngate::root::STATE_DIR)
-            .join("staging");
-        let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        loop {
-            let staged = std::fs::read_dir(&staging).map_or(0, |entries| entries.count());
-            if staged >= count {
-                return;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no call staged {count} files in {} (it holds {staged})",
-                staging.display()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
     }
 
     /// Every file beneath the root (see [`hash_tree`]), turngate's state directory left out.
