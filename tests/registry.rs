@@ -278,6 +278,7 @@ fn a_signature_replayed_from_another_manifest_is_refused() {
         .build()
         .unwrap();
     runtime.block_on(async {
+        use turngate::registry::artifact::TagOrDigest;
         use turngate::registry::distribution::{Registry as Client, RegistryOptions};
         let reference: oci_client::Reference = format!("{}/acme/probe:x", setup.registry().addr)
             .parse()
@@ -287,14 +288,18 @@ fn a_signature_replayed_from_another_manifest_is_refused() {
             ..RegistryOptions::default()
         };
         let client = Client::connect(&reference, &options).unwrap();
-        let tag = turngate::registry::cosign::signature_tag(&signed);
-        let (manifest, _) = client.manifest(&tag, 1 << 20).await.unwrap().unwrap();
+        let signature_tag = |digest: &str| {
+            TagOrDigest::Tag(turngate::registry::cosign::signature_tag(
+                &digest.parse().unwrap(),
+            ))
+        };
+        let (manifest, _) = client
+            .manifest(&signature_tag(&signed), 1 << 20)
+            .await
+            .unwrap()
+            .unwrap();
         client
-            .push(
-                &[],
-                &manifest,
-                &turngate::registry::cosign::signature_tag(&other),
-            )
+            .push(&[], &manifest, &signature_tag(&other))
             .await
             .unwrap();
     });

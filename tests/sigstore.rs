@@ -12,6 +12,8 @@ mod registry_support;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use turngate::Policy;
+use turngate::digest::Sha256Digest;
+use turngate::lockfile::SignedBy;
 use turngate::registry::bundle::{self, BundleError};
 
 use registry_support::{sigstore_vector as vector, sigstore_vectors as vectors};
@@ -47,10 +49,11 @@ fn identity(issuer: &str, subject: &str) -> String {
 }
 
 /// `bundle::verify` of `json` over `digest` for every signer `policy` trusts.
-fn verify(json: &str, digest: &str, policy: &Policy) -> Result<String, BundleError> {
+fn verify(json: &str, digest: &str, policy: &Policy) -> Result<SignedBy, BundleError> {
     let trust = policy.trust();
     let signers: Vec<_> = trust.signers_for_any().collect();
-    bundle::verify(json, digest, &signers, &trust)
+    let digest = Sha256Digest::from_hex(digest).expect("a SHA-256 digest, hex");
+    bundle::verify(json, &digest, &signers, &trust)
 }
 
 #[test]
@@ -64,7 +67,7 @@ fn a_keyless_bundle_verifies_for_the_identity_its_certificate_names() {
         let policy = policy(&identity(BLOB_ISSUER, "*@gmail.com"), root.as_deref());
         let signer = verify(&json, &blob_digest(), &policy).unwrap();
         assert_eq!(
-            signer,
+            signer.to_string(),
             format!("sigstore signer ({BLOB_ISSUER}, {BLOB_SUBJECT})")
         );
     }
@@ -220,7 +223,7 @@ fn a_bundle_signed_with_a_trusted_key_verifies_and_with_another_key_is_refused()
     );
     let signer = verify(&json, &digest, &trusted).unwrap();
     assert!(
-        signer.starts_with("key conformance (SHA-256 of its key: "),
+        matches!(&signer, SignedBy::Key { name, .. } if name == "conformance"),
         "{signer}"
     );
     let dir = tempfile::tempdir().unwrap();

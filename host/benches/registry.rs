@@ -29,9 +29,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use registry_support::{Registry, digest, key_pair, registry_binary, sigstore_vector, trusting};
+use registry_support::{Registry, key_pair, registry_binary, sigstore_vector, trusting};
 use serde_json::{Value, json};
 use support::{bin, median, percentile, row};
+use turngate::digest::Sha256Digest;
 use turngate::registry::{bundle, cosign};
 use turngate::{CacheSetting, Policy, ToolboxBuilder};
 
@@ -200,7 +201,7 @@ fn timed(samples: usize, mut f: impl FnMut()) -> Vec<Duration> {
 fn verify_rows(dir: &Path) -> (Vec<Duration>, Vec<Duration>) {
     let (key, public) = key_pair(dir, "verify");
     let pair = cosign::private_key(&std::fs::read_to_string(key).unwrap()).unwrap();
-    let manifest = digest(b"a manifest");
+    let manifest = Sha256Digest::of(b"a manifest");
     let payload = cosign::payload("127.0.0.1:5000/acme/tool", &manifest);
     let signature = cosign::sign(&payload, &pair).unwrap();
     let public =
@@ -212,9 +213,7 @@ fn verify_rows(dir: &Path) -> (Vec<Duration>, Vec<Duration>) {
         assert!(cosign::verifies(&payload, &signature, &key));
     });
     let json = sigstore_vector("bundles/cosign-v3-blob.sigstore.json");
-    let blob_digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
-        sigstore_vector("bundles/cosign-v3-blob.txt").as_bytes(),
-    ));
+    let blob_digest = Sha256Digest::of(sigstore_vector("bundles/cosign-v3-blob.txt").as_bytes());
     let policy = Policy::from_toml(
         "[trust.identities.upstream]\nissuer = \"https://github.com/login/oauth\"\nsubject = \"*@gmail.com\"\n",
     )

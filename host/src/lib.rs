@@ -48,6 +48,7 @@ mod background;
 mod bundled;
 pub mod cancel;
 pub mod descriptor;
+pub mod digest;
 pub mod effects;
 pub mod gate;
 pub mod history;

@@ -28,8 +28,12 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+use crate::digest::Sha256Digest;
 
 /// The lock file's name in a tools directory.
 pub const LOCK_FILE: &str = "turngate.lock";
@@ -51,13 +55,13 @@ pub struct PinnedTool {
     /// or the OCI image layout directory it was read from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
-    /// The digest (`sha256:...`) of the manifest it was pulled by.
+    /// The digest of the manifest it was pulled by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manifest: Option<String>,
-    /// Who signed it, as the install verified: `key NAME (SHA-256 ...)` or `sigstore ISSUER IDENTITY`;
-    /// `None` for a tool installed unsigned (`unsigned = true`) or not from a registry.
+    pub manifest: Option<Sha256Digest>,
+    /// Who signed it, as the install verified; `None` for a tool installed unsigned
+    /// (`unsigned = true`) or not from a registry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signer: Option<String>,
+    pub signer: Option<SignedBy>,
     /// Installed without a signature, by the user's explicit choice.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unsigned: bool,
@@ -86,6 +90,102 @@ impl PinnedTool {
     /// kept beside it and checked again by `--locked`.
     pub fn from_registry(&self) -> bool {
         self.source.is_some()
+    }
+}
+
+/// Who signed a tool from a registry, as the install verified it. The lock writes it as text a person
+/// reads (`key NAME (SHA-256 of its key: HEX)`, `sigstore NAME (ISSUER, IDENTITY)`), and reads that
+/// text back into this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignedBy {
+    /// A key the policy trusts.
+    Key {
+        /// Its name in the policy.
+        name: String,
+        /// The SHA-256 of its SubjectPublicKeyInfo DER.
+        fingerprint: Sha256Digest,
+    },
+    /// A Sigstore keyless identity the policy trusts.
+    Sigstore {
+        /// Its name in the policy.
+        name: String,
+        /// The certificate's OIDC issuer.
+        issuer: String,
+        /// The certificate's subject (its SAN).
+        identity: String,
+    },
+}
+
+/// How the lock writes a key's fingerprint, after its name.
+const KEY_FINGERPRINT: &str = " (SHA-256 of its key: ";
+
+impl SignedBy {
+    /// The signer's name in the policy.
+    pub fn name(&self) -> &str {
+        match self {
+            SignedBy::Key { name, .. } | SignedBy::Sigstore { name, .. } => name,
+        }
+    }
+}
+
+impl fmt::Display for SignedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SignedBy::Key { name, fingerprint } => {
+                write!(f, "key {name}{KEY_FINGERPRINT}{})", fingerprint.hex())
+            }
+            SignedBy::Sigstore {
+                name,
+                issuer,
+                identity,
+            } => write!(f, "sigstore {name} ({issuer}, {identity})"),
+        }
+    }
+}
+
+/// Text that is no signer as the lock writes one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{0}` is no signer (`key NAME (SHA-256 of its key: HEX)` or `sigstore NAME (ISSUER, IDENTITY)`)"
+)]
+pub struct SignedByError(String);
+
+impl FromStr for SignedBy {
+    type Err = SignedByError;
+
+    fn from_str(text: &str) -> Result<SignedBy, SignedByError> {
+        let fail = || SignedByError(text.to_owned());
+        let inner = text.strip_suffix(')').ok_or_else(fail)?;
+        if let Some(key) = inner.strip_prefix("key ") {
+            let (name, hex) = key.rsplit_once(KEY_FINGERPRINT).ok_or_else(fail)?;
+            let fingerprint = Sha256Digest::from_hex(hex).map_err(|_| fail())?;
+            return Ok(SignedBy::Key {
+                name: name.to_owned(),
+                fingerprint,
+            });
+        }
+        let sigstore = inner.strip_prefix("sigstore ").ok_or_else(fail)?;
+        let (name, certificate) = sigstore.split_once(" (").ok_or_else(fail)?;
+        let (issuer, identity) = certificate.split_once(", ").ok_or_else(fail)?;
+        Ok(SignedBy::Sigstore {
+            name: name.to_owned(),
+            issuer: issuer.to_owned(),
+            identity: identity.to_owned(),
+        })
+    }
+}
+
+impl Serialize for SignedBy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for SignedBy {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer)?
+            .parse()
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -254,8 +354,11 @@ mod tests {
         let mut from_registry = pinned("sha256-bb.wasm", "bb");
         from_registry.name = "a".into();
         from_registry.source = Some("oci://registry.test/acme/a:1".into());
-        from_registry.manifest = Some("sha256:cc".into());
-        from_registry.signer = Some("key acme".into());
+        from_registry.manifest = Some(Sha256Digest::of(b"manifest"));
+        from_registry.signer = Some(SignedBy::Key {
+            name: "acme".into(),
+            fingerprint: Sha256Digest::of(b"key"),
+        });
         from_registry.grants = Some("{}".into());
         lock.insert(from_registry.clone());
         assert_eq!(
@@ -268,5 +371,78 @@ mod tests {
         assert!(ToolLock::parse(&lock.render().replace("signer", "singer")).is_err());
         assert_eq!(lock.remove("a"), Some(from_registry));
         assert_eq!(lock.tools().count(), 0);
+    }
+
+    /// A lock as the version before typed signers wrote it (signers as display text): it loads into
+    /// the types, and is written back with the same signer and manifest lines.
+    #[test]
+    fn a_lock_written_before_the_signer_had_a_type_loads_and_renders_the_same() {
+        let key = "5d0c".repeat(16);
+        let manifest = format!("sha256:{}", "77aa".repeat(16));
+        let written = format!(
+            r#"version = 2
+
+[[tool]]
+file = "sha256-4be1.wasm"
+name = "weather"
+sha256 = "4be1"
+source = "oci://ghcr.io/acme/weather:1.2.0"
+manifest = "{manifest}"
+signer = "key acme tools (SHA-256 of its key: {key})"
+grants = '{{"network": {{"get": ["https://api.weather.example/**"]}}}}'
+
+[[tool]]
+file = "sha256-5cf2.wasm"
+name = "notes"
+sha256 = "5cf2"
+source = "oci://ghcr.io/acme/notes@{manifest}"
+manifest = "{manifest}"
+signer = "sigstore acme-ci (https://token.actions.githubusercontent.com, https://github.com/acme/tools/.github/workflows/release.yml@refs/tags/v1, 2)"
+"#
+        );
+        let lock = ToolLock::parse(&written).unwrap();
+        assert_eq!(
+            lock.by_name("weather").unwrap().signer,
+            Some(SignedBy::Key {
+                name: "acme tools".into(),
+                fingerprint: Sha256Digest::from_hex(&key).unwrap(),
+            })
+        );
+        assert_eq!(
+            lock.by_name("notes").unwrap().signer,
+            Some(SignedBy::Sigstore {
+                name: "acme-ci".into(),
+                issuer: "https://token.actions.githubusercontent.com".into(),
+                identity:
+                    "https://github.com/acme/tools/.github/workflows/release.yml@refs/tags/v1, 2"
+                        .into(),
+            })
+        );
+        assert_eq!(
+            lock.by_name("notes").unwrap().manifest.unwrap().to_string(),
+            manifest
+        );
+        let rendered = lock.render();
+        assert_eq!(ToolLock::parse(&rendered).unwrap(), lock);
+        for line in written
+            .lines()
+            .filter(|l| l.starts_with("signer") || l.starts_with("manifest"))
+        {
+            assert!(rendered.contains(line), "{line} in\n{rendered}");
+        }
+        for bad in [
+            "key acme",
+            "key acme (SHA-256 of its key: 5d0c)",
+            "sigstore acme-ci",
+            "signed by acme",
+        ] {
+            assert!(
+                ToolLock::parse(
+                    &written.replace(&format!("key acme tools (SHA-256 of its key: {key})"), bad)
+                )
+                .is_err(),
+                "{bad}"
+            );
+        }
     }
 }

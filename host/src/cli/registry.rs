@@ -9,7 +9,9 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use serde_json::json;
+use turngate::digest::Sha256Digest;
 use turngate::lockfile::PinnedTool;
+use turngate::registry::artifact::TagOrDigest;
 use turngate::registry::distribution::RegistryOptions;
 use turngate::registry::grants::Grants;
 use turngate::registry::install::{self, FetchOptions, Fetched};
@@ -213,10 +215,7 @@ pub async fn update(
     for entry in candidates {
         let source_text = entry.source.clone().unwrap_or_default();
         let source = Source::parse(&source_text)?;
-        if source
-            .tag_or_digest()
-            .is_some_and(|r| r.starts_with("sha256:"))
-        {
+        if source.tag_or_digest().is_some_and(|r| r.digest().is_some()) {
             report.push(json!({"name": entry.name, "status": "pinned by digest"}));
             continue;
         }
@@ -239,12 +238,17 @@ pub async fn update(
         eprintln!("turngate: `{}` ({source_text}) moved:", entry.name);
         eprintln!(
             "  manifest   {} -> {}",
-            entry.manifest.as_deref().unwrap_or("?"),
+            entry
+                .manifest
+                .map_or_else(|| "?".to_owned(), |d| d.to_string()),
             fetched.manifest_digest
         );
         eprintln!(
             "  signed by  {} -> {}",
-            entry.signer.as_deref().unwrap_or("nobody"),
+            entry
+                .signer
+                .as_ref()
+                .map_or_else(|| "nobody".to_owned(), |s| s.to_string()),
             fetched.signer()
         );
         eprintln!(
@@ -322,7 +326,7 @@ fn writable(source: &Source, registry: &RegistryArgs) -> Result<Store> {
 fn tag_of(source: &Source) -> Result<String> {
     source
         .tag_or_digest()
-        .filter(|t| !t.starts_with("sha256:"))
+        .and_then(|name| name.tag().map(str::to_owned))
         .context("name the tag to publish under (oci://REGISTRY/REPO:TAG or oci:DIR:TAG)")
 }
 
@@ -359,14 +363,15 @@ pub async fn publish(
     let created = jiff::Timestamp::now().to_string();
     let (config, manifest) = artifact::build(&component, &descriptor, &grants, &created);
     let blobs = [
-        (config.as_slice(), format!("sha256:{}", sha256(&config))),
-        (
-            component.as_slice(),
-            format!("sha256:{}", sha256(&component)),
-        ),
+        (config.as_slice(), Sha256Digest::of(&config)),
+        (component.as_slice(), Sha256Digest::of(&component)),
     ];
     let digest = match writable(&source, registry)? {
-        Store::Registry(registry) => registry.push(&blobs, &manifest, &tag).await?,
+        Store::Registry(registry) => {
+            registry
+                .push(&blobs, &manifest, &TagOrDigest::Tag(tag.clone()))
+                .await?
+        }
         Store::Layout(layout) => layout.push(&blobs, &manifest, &tag, artifact::OCI_MANIFEST)?,
     };
     eprintln!(
@@ -380,26 +385,23 @@ pub async fn publish(
     Ok(())
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    hex::encode(sha2::Sha256::digest(bytes))
-}
-
 /// `turngate tools sign --key KEY REF@sha256:...`: a cosign key signature of that manifest, stored as
 /// cosign stores it (appended to the `sha256-<hex>.sig` manifest's signatures).
 pub async fn sign(reference: &str, key: &Path, registry: &RegistryArgs) -> Result<()> {
     let source = Source::parse(reference)?;
     let digest = source
         .tag_or_digest()
-        .filter(|d| d.starts_with("sha256:"))
+        .and_then(|name| name.digest())
         .context("sign a manifest by its digest: REF@sha256:...")?;
-    artifact::sha256_of(&digest)?;
     let pem =
         std::fs::read_to_string(key).with_context(|| format!("reading key {}", key.display()))?;
     let key = cosign::private_key(&pem).map_err(anyhow::Error::msg)?;
     let store = writable(&source, registry)?;
     if store
-        .manifest(Some(&digest), artifact::MAX_MANIFEST_BYTES)
+        .manifest(
+            Some(&TagOrDigest::Digest(digest)),
+            artifact::MAX_MANIFEST_BYTES,
+        )
         .await?
         .is_none()
     {
@@ -411,7 +413,7 @@ pub async fn sign(reference: &str, key: &Path, registry: &RegistryArgs) -> Resul
     };
     let payload = cosign::payload(&repository, &digest);
     let signature = cosign::sign(&payload, &key).map_err(anyhow::Error::msg)?;
-    let tag = cosign::signature_tag(&digest);
+    let tag = TagOrDigest::Tag(cosign::signature_tag(&digest));
     let mut signatures = match store
         .manifest(Some(&tag), artifact::MAX_MANIFEST_BYTES)
         .await?
@@ -425,7 +427,7 @@ pub async fn sign(reference: &str, key: &Path, registry: &RegistryArgs) -> Resul
                 artifact_type: None,
                 config: artifact::Descriptor {
                     media_type: "application/vnd.oci.image.config.v1+json".into(),
-                    digest: format!("sha256:{}", sha256(&config)),
+                    digest: Sha256Digest::of(&config).to_string(),
                     size: config.len() as u64,
                     artifact_type: None,
                     annotations: Default::default(),
@@ -438,7 +440,7 @@ pub async fn sign(reference: &str, key: &Path, registry: &RegistryArgs) -> Resul
     };
     signatures.layers.push(artifact::Descriptor {
         media_type: cosign::SIGNATURE_LAYER.into(),
-        digest: format!("sha256:{}", sha256(&payload)),
+        digest: Sha256Digest::of(&payload).to_string(),
         size: payload.len() as u64,
         artifact_type: None,
         annotations: [(cosign::SIGNATURE_ANNOTATION.to_owned(), signature)].into(),
@@ -446,17 +448,19 @@ pub async fn sign(reference: &str, key: &Path, registry: &RegistryArgs) -> Resul
     let manifest = serde_json::to_vec(&signatures)?;
     let config = b"{}".to_vec();
     let blobs = [
-        (config.as_slice(), signatures.config.digest.clone()),
-        (payload.as_slice(), format!("sha256:{}", sha256(&payload))),
+        (config.as_slice(), signatures.config.sha256()?),
+        (payload.as_slice(), Sha256Digest::of(&payload)),
     ];
     let written = match store {
         Store::Registry(registry) => registry.push(&blobs, &manifest, &tag).await?,
-        Store::Layout(layout) => layout.push(&blobs, &manifest, &tag, artifact::OCI_MANIFEST)?,
+        Store::Layout(layout) => {
+            layout.push(&blobs, &manifest, &tag.to_string(), artifact::OCI_MANIFEST)?
+        }
     };
     eprintln!("turngate: signed {digest} ({tag}: {written})");
     outln!(
         "{}",
-        json!({"signed": digest, "tag": tag, "signatures": signatures.layers.len()})
+        json!({"signed": digest, "tag": tag.to_string(), "signatures": signatures.layers.len()})
     )?;
     Ok(())
 }

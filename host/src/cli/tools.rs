@@ -37,11 +37,11 @@ pub fn list(toolbox: &Toolbox) -> Result<()> {
             Some(entry) => format!(
                 "{} ({}, signed by {})",
                 entry.source.as_deref().unwrap_or_default(),
-                entry.manifest.as_deref().unwrap_or_default(),
-                entry
-                    .signer
-                    .as_deref()
-                    .unwrap_or("nobody: installed unsigned")
+                entry.manifest.map(|d| d.to_string()).unwrap_or_default(),
+                entry.signer.as_ref().map_or_else(
+                    || "nobody: installed unsigned".to_owned(),
+                    |s| s.to_string()
+                )
             ),
             None => tool.origin().to_string(),
         };

@@ -4,10 +4,13 @@
 //! else; [`build`] writes one, with the tool's descriptor and requested grants as annotations.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use super::grants::{GRANTS_ANNOTATION, Grants, GrantsError};
+use crate::digest::{DigestError, Sha256Digest};
 
 /// The OCI image manifest media type.
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -32,7 +35,7 @@ pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 pub struct Descriptor {
     /// The media type of what it points at.
     pub media_type: String,
-    /// `sha256:<hex>`.
+    /// `ALGORITHM:ENCODED` as received (see [`Descriptor::sha256`]).
     pub digest: String,
     /// Its size in bytes.
     pub size: u64,
@@ -42,6 +45,61 @@ pub struct Descriptor {
     /// Annotations.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+}
+
+/// What names a manifest within a repository: a tag, or the digest of its bytes. A tag cannot hold
+/// `:`, so text that does is a digest, and must be a SHA-256 one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TagOrDigest {
+    /// A tag (`[A-Za-z0-9_][A-Za-z0-9_.-]*`).
+    Tag(String),
+    /// A manifest's digest.
+    Digest(Sha256Digest),
+}
+
+impl TagOrDigest {
+    /// The digest, when it is one.
+    pub fn digest(&self) -> Option<Sha256Digest> {
+        match self {
+            TagOrDigest::Digest(digest) => Some(*digest),
+            TagOrDigest::Tag(_) => None,
+        }
+    }
+
+    /// The tag, when it is one.
+    pub fn tag(&self) -> Option<&str> {
+        match self {
+            TagOrDigest::Tag(tag) => Some(tag),
+            TagOrDigest::Digest(_) => None,
+        }
+    }
+}
+
+impl FromStr for TagOrDigest {
+    type Err = DigestError;
+
+    fn from_str(text: &str) -> Result<TagOrDigest, DigestError> {
+        match text.contains(':') {
+            true => text.parse().map(TagOrDigest::Digest),
+            false => Ok(TagOrDigest::Tag(text.to_owned())),
+        }
+    }
+}
+
+impl fmt::Display for TagOrDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TagOrDigest::Tag(tag) => f.write_str(tag),
+            TagOrDigest::Digest(digest) => write!(f, "{digest}"),
+        }
+    }
+}
+
+impl Descriptor {
+    /// The digest it names, if it is a SHA-256 one (the only kind turngate fetches by).
+    pub fn sha256(&self) -> Result<Sha256Digest, DigestError> {
+        self.digest.parse()
+    }
 }
 
 /// An OCI image manifest.
@@ -107,21 +165,11 @@ pub enum ArtifactError {
         size: u64,
     },
     /// A digest is not `sha256:<64 hex>`.
-    #[error("`{0}` is not a sha256 digest")]
-    Digest(String),
+    #[error(transparent)]
+    Digest(#[from] DigestError),
     /// The grants annotation is not valid.
     #[error(transparent)]
     Grants(#[from] GrantsError),
-}
-
-/// Whether `digest` is `sha256:` and 64 lowercase hex digits; answers the hex.
-pub fn sha256_of(digest: &str) -> Result<&str, ArtifactError> {
-    digest
-        .strip_prefix("sha256:")
-        .filter(|hex| {
-            hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        })
-        .ok_or_else(|| ArtifactError::Digest(digest.to_owned()))
 }
 
 /// A manifest checked to be a tool: its component layer and the grants it asks for.
@@ -131,6 +179,8 @@ pub struct ToolArtifact {
     pub manifest: Manifest,
     /// The one component layer.
     pub layer: Descriptor,
+    /// Its digest.
+    pub layer_digest: Sha256Digest,
     /// The grants the tool asks for (empty when it asks for none).
     pub grants: Grants,
 }
@@ -166,7 +216,7 @@ impl ToolArtifact {
             });
         }
         let layer = wasm[0].clone();
-        sha256_of(&layer.digest)?;
+        let layer_digest = layer.sha256()?;
         if layer.size > MAX_COMPONENT_BYTES {
             return Err(ArtifactError::TooLarge { size: layer.size });
         }
@@ -177,6 +227,7 @@ impl ToolArtifact {
         Ok(ToolArtifact {
             manifest,
             layer,
+            layer_digest,
             grants,
         })
     }
@@ -224,7 +275,7 @@ pub fn build(
     grants: &Grants,
     created: &str,
 ) -> (Vec<u8>, Vec<u8>) {
-    let layer_digest = format!("sha256:{}", super::trust::sha256_hex(component));
+    let layer_digest = Sha256Digest::of(component).to_string();
     let (imports, exports) = world_of(component);
     let config = serde_json::to_vec(&serde_json::json!({
         "created": created,
@@ -250,7 +301,7 @@ pub fn build(
         artifact_type: None,
         config: Descriptor {
             media_type: WASM_CONFIG.to_owned(),
-            digest: format!("sha256:{}", super::trust::sha256_hex(&config)),
+            digest: Sha256Digest::of(&config).to_string(),
             size: config.len() as u64,
             artifact_type: None,
             annotations: BTreeMap::new(),
@@ -286,6 +337,21 @@ mod tests {
             "layers": layers,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn text_with_a_colon_is_a_digest_and_must_be_one() {
+        let digest = Sha256Digest::of(b"x");
+        assert_eq!(
+            digest.to_string().parse::<TagOrDigest>(),
+            Ok(TagOrDigest::Digest(digest))
+        );
+        assert_eq!(
+            "1.2".parse::<TagOrDigest>(),
+            Ok(TagOrDigest::Tag("1.2".into()))
+        );
+        assert!("sha256:ab".parse::<TagOrDigest>().is_err());
+        assert!("sha512:ab".parse::<TagOrDigest>().is_err());
     }
 
     #[test]
@@ -336,8 +402,7 @@ mod tests {
         assert_eq!(tool.grants, grants);
         assert_eq!(tool.layer.size, 8);
         assert_eq!(tool.manifest.config.size, config.len() as u64);
-        assert!(sha256_of(&tool.layer.digest).is_ok());
-        assert!(sha256_of("sha256:ABC").is_err());
+        assert_eq!(Ok(tool.layer_digest), tool.layer.sha256());
     }
 
     #[test]

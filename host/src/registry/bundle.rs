@@ -17,6 +17,8 @@ use sigstore_verify::types::{Bundle, Sha256Hash, SignatureContent};
 use sigstore_verify::{PublicKeyVerificationPolicy, VerificationPolicy, Verifier};
 
 use super::trust::{Signer, Trust};
+use crate::digest::Sha256Digest;
+use crate::lockfile::SignedBy;
 
 /// What a bundle layer's media type starts with.
 pub const BUNDLE_LAYER_PREFIX: &str = "application/vnd.dev.sigstore.bundle";
@@ -43,14 +45,14 @@ pub enum BundleError {
     Root(String),
 }
 
-/// Verifies `json` as a bundle over manifest `digest_hex` for one of `signers`; answers how the lock
-/// names the signer that verified.
+/// Verifies `json` as a bundle over manifest `digest` for one of `signers`; answers the signer that
+/// verified, as the lock records it.
 pub fn verify(
     json: &str,
-    digest_hex: &str,
+    digest: &Sha256Digest,
     signers: &[&Signer],
     trust: &Trust,
-) -> Result<String, BundleError> {
+) -> Result<SignedBy, BundleError> {
     let bundle = Bundle::from_json(json).map_err(|e| BundleError::Format(e.to_string()))?;
     if let SignatureContent::DsseEnvelope(envelope) = &bundle.content {
         let statement: serde_json::Value = serde_json::from_slice(envelope.payload.as_bytes())
@@ -61,7 +63,7 @@ pub fn verify(
         }
     }
     let digest =
-        Sha256Hash::from_hex(digest_hex).map_err(|e| BundleError::Format(e.to_string()))?;
+        Sha256Hash::from_hex(&digest.hex()).map_err(|e| BundleError::Format(e.to_string()))?;
     let root = trust
         .trusted_root()
         .map_err(|e| BundleError::Root(e.to_string()))?;
@@ -79,7 +81,11 @@ pub fn verify(
                 match verifier.verify(digest, &bundle, &policy) {
                     Ok(result) => match result.identity() {
                         Some(identity) if matcher.is_match(identity.as_str()) => {
-                            Ok(format!("sigstore {name} ({issuer}, {})", identity.as_str()))
+                            Ok(SignedBy::Sigstore {
+                                name: name.clone(),
+                                issuer: issuer.clone(),
+                                identity: identity.as_str().to_owned(),
+                            })
                         }
                         identity => Err(format!(
                             "{name}: signed by {}, which does not match `{subject}`",
@@ -96,7 +102,10 @@ pub fn verify(
             } => {
                 let policy = PublicKeyVerificationPolicy::new(key.clone());
                 match verifier.verify(digest, &bundle, &policy) {
-                    Ok(_) => Ok(format!("key {name} (SHA-256 of its key: {fingerprint})")),
+                    Ok(_) => Ok(SignedBy::Key {
+                        name: name.clone(),
+                        fingerprint: *fingerprint,
+                    }),
                     Err(e) => Err(format!("{name}: {e}")),
                 }
             }

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use sigstore_verify::crypto::{KeyPair, VerificationKey};
 use sigstore_verify::types::SignatureBytes;
 
+use crate::digest::Sha256Digest;
+
 /// A signature layer's media type.
 pub const SIGNATURE_LAYER: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
 /// The layer annotation that holds the signature.
@@ -20,8 +22,8 @@ const SIGNATURE_TYPE: &str = "cosign container image signature";
 pub const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
 
 /// The tag cosign stores the signatures of manifest `sha256:<hex>` under: `sha256-<hex>.sig`.
-pub fn signature_tag(manifest_digest: &str) -> String {
-    format!("{}.sig", manifest_digest.replacen(':', "-", 1))
+pub fn signature_tag(manifest_digest: &Sha256Digest) -> String {
+    format!("{}.sig", manifest_digest.dashed())
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -65,19 +67,19 @@ pub enum PayloadError {
         /// What it signs.
         signed: String,
         /// The manifest being installed.
-        expected: String,
+        expected: Sha256Digest,
     },
 }
 
 /// The payload that signs `manifest_digest` of `repository` (`REGISTRY/REPO`).
-pub fn payload(repository: &str, manifest_digest: &str) -> Vec<u8> {
+pub fn payload(repository: &str, manifest_digest: &Sha256Digest) -> Vec<u8> {
     serde_json::to_vec(&Payload {
         critical: Critical {
             identity: Identity {
                 docker_reference: repository.to_owned(),
             },
             image: Image {
-                docker_manifest_digest: manifest_digest.to_owned(),
+                docker_manifest_digest: manifest_digest.to_string(),
             },
             kind: SIGNATURE_TYPE.to_owned(),
         },
@@ -87,7 +89,7 @@ pub fn payload(repository: &str, manifest_digest: &str) -> Vec<u8> {
 }
 
 /// Checks that `payload` is a cosign signature payload of `manifest_digest`.
-pub fn check_payload(payload: &[u8], manifest_digest: &str) -> Result<(), PayloadError> {
+pub fn check_payload(payload: &[u8], manifest_digest: &Sha256Digest) -> Result<(), PayloadError> {
     let parsed: Payload =
         serde_json::from_slice(payload).map_err(|e| PayloadError::Format(e.to_string()))?;
     if parsed.critical.kind != SIGNATURE_TYPE {
@@ -96,10 +98,11 @@ pub fn check_payload(payload: &[u8], manifest_digest: &str) -> Result<(), Payloa
             parsed.critical.kind
         )));
     }
-    if parsed.critical.image.docker_manifest_digest != manifest_digest {
+    let signed = &parsed.critical.image.docker_manifest_digest;
+    if signed.parse::<Sha256Digest>().ok() != Some(*manifest_digest) {
         return Err(PayloadError::OtherManifest {
-            signed: parsed.critical.image.docker_manifest_digest,
-            expected: manifest_digest.to_owned(),
+            signed: signed.clone(),
+            expected: *manifest_digest,
         });
     }
     Ok(())
@@ -141,10 +144,10 @@ mod tests {
 
     #[test]
     fn a_payload_signs_its_manifest_only_and_verifies_with_its_key_only() {
-        let digest = format!("sha256:{}", "ab".repeat(32));
+        let digest = Sha256Digest::from_hex(&"ab".repeat(32)).unwrap();
         let signed = payload("registry.test/acme/tool", &digest);
         assert_eq!(check_payload(&signed, &digest), Ok(()));
-        let other = format!("sha256:{}", "cd".repeat(32));
+        let other = Sha256Digest::from_hex(&"cd".repeat(32)).unwrap();
         assert!(matches!(
             check_payload(&signed, &other),
             Err(PayloadError::OtherManifest { .. })

@@ -21,7 +21,8 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use sha2::{Digest as _, Sha256};
 
 use super::RegistryError;
-use super::artifact::{Descriptor, Index, OCI_INDEX, OCI_MANIFEST, sha256_of};
+use super::artifact::{Descriptor, Index, OCI_INDEX, OCI_MANIFEST, TagOrDigest};
+use crate::digest::Sha256Digest;
 
 /// How a registry is reached.
 #[derive(Debug, Clone)]
@@ -241,27 +242,29 @@ impl Registry {
     /// there is none. Answers the bytes and their digest.
     pub async fn manifest(
         &self,
-        tag_or_digest: &str,
+        name: &TagOrDigest,
         limit: u64,
-    ) -> Result<Option<(Bytes, String)>, RegistryError> {
-        let url = self.url("manifests", tag_or_digest);
+    ) -> Result<Option<(Bytes, Sha256Digest)>, RegistryError> {
+        let url = self.url("manifests", &name.to_string());
         let Some((body, headers)) = self
             .get(&url, &format!("{OCI_MANIFEST}, {OCI_INDEX}"), limit)
             .await?
         else {
             return Ok(None);
         };
-        let digest = format!("sha256:{}", hex::encode(Sha256::digest(&body)));
-        if tag_or_digest.starts_with("sha256:") && tag_or_digest != digest {
+        let digest = Sha256Digest::of(&body);
+        if let Some(asked) = name.digest()
+            && asked != digest
+        {
             return Err(RegistryError::ManifestDigest {
-                asked: tag_or_digest.to_owned(),
+                asked: asked.to_string(),
                 received: digest,
             });
         }
         if let Some(said) = headers
             .get("docker-content-digest")
             .and_then(|v| v.to_str().ok())
-            && said != digest
+            && said.parse() != Ok(digest)
         {
             return Err(RegistryError::ManifestDigest {
                 asked: said.to_owned(),
@@ -279,14 +282,14 @@ impl Registry {
         limit: u64,
         to: &mut impl Write,
     ) -> Result<(), RegistryError> {
-        sha256_of(&descriptor.digest).map_err(|e| RegistryError::Descriptor(e.to_string()))?;
+        let expected = descriptor.sha256()?;
         if descriptor.size > limit {
             return Err(RegistryError::TooLarge {
                 url: descriptor.digest.clone(),
                 limit,
             });
         }
-        let url = self.url("blobs", &descriptor.digest);
+        let url = self.url("blobs", &expected.to_string());
         let mut request = self.http.get(&url);
         if let Some(authorization) = self.pull_authorization().await? {
             request = request.header(AUTHORIZATION, authorization);
@@ -327,20 +330,21 @@ impl Registry {
                 received,
             });
         }
-        let digest = format!("sha256:{}", hex::encode(hasher.finalize()));
-        if digest != descriptor.digest {
-            return Err(RegistryError::BlobDigest {
-                expected: descriptor.digest.clone(),
-                received: digest,
-            });
+        let received = Sha256Digest::finish(hasher);
+        if received != expected {
+            return Err(RegistryError::BlobDigest { expected, received });
         }
         Ok(())
     }
 
     /// The manifests that refer to `digest` (OCI 1.1 referrers API; the `sha256-<hex>` tag where the
     /// registry has no such API); an empty index when there are none.
-    pub async fn referrers(&self, digest: &str, limit: u64) -> Result<Index, RegistryError> {
-        let url = self.url("referrers", digest);
+    pub async fn referrers(
+        &self,
+        digest: &Sha256Digest,
+        limit: u64,
+    ) -> Result<Index, RegistryError> {
+        let url = self.url("referrers", &digest.to_string());
         let listed = self.get(&url, OCI_INDEX, limit).await?;
         let body = match listed {
             Some((body, headers))
@@ -351,7 +355,10 @@ impl Registry {
                 body
             }
             // No referrers API (a 404, or a page that is not an index): the tag schema.
-            _ => match self.manifest(&digest.replacen(':', "-", 1), limit).await? {
+            _ => match self
+                .manifest(&TagOrDigest::Tag(digest.dashed()), limit)
+                .await?
+            {
                 Some((body, _)) => body,
                 None => return Ok(Index::default()),
             },
@@ -360,14 +367,14 @@ impl Registry {
             .map_err(|e| RegistryError::Descriptor(format!("a referrers index: {e}")))
     }
 
-    /// Pushes `blobs` (bytes and their `sha256:` digests) and then `manifest` under `tag_or_digest`;
-    /// answers the manifest's digest.
+    /// Pushes `blobs` (bytes and their digests) and then `manifest` under `name`; answers the
+    /// manifest's digest.
     pub async fn push(
         &self,
-        blobs: &[(&[u8], String)],
+        blobs: &[(&[u8], Sha256Digest)],
         manifest: &[u8],
-        tag_or_digest: &str,
-    ) -> Result<String, RegistryError> {
+        name: &TagOrDigest,
+    ) -> Result<Sha256Digest, RegistryError> {
         let target = Reference::with_tag(
             self.reference.registry().to_owned(),
             self.reference.repository().to_owned(),
@@ -379,22 +386,19 @@ impl Registry {
             .map_err(|e| RegistryError::Auth(e.to_string()))?;
         for (bytes, digest) in blobs {
             self.client
-                .push_blob(&target, bytes.to_vec(), digest)
+                .push_blob(&target, bytes.to_vec(), &digest.to_string())
                 .await
                 .map_err(|e| RegistryError::Push(e.to_string()))?;
         }
-        let target = if tag_or_digest.starts_with("sha256:") {
-            Reference::with_digest(
-                self.reference.registry().to_owned(),
-                self.reference.repository().to_owned(),
-                tag_or_digest.to_owned(),
-            )
-        } else {
-            Reference::with_tag(
-                self.reference.registry().to_owned(),
-                self.reference.repository().to_owned(),
-                tag_or_digest.to_owned(),
-            )
+        let (registry, repository) = (
+            self.reference.registry().to_owned(),
+            self.reference.repository().to_owned(),
+        );
+        let target = match name {
+            TagOrDigest::Digest(digest) => {
+                Reference::with_digest(registry, repository, digest.to_string())
+            }
+            TagOrDigest::Tag(tag) => Reference::with_tag(registry, repository, tag.clone()),
         };
         self.client
             .push_manifest_raw(
@@ -404,7 +408,7 @@ impl Registry {
             )
             .await
             .map_err(|e| RegistryError::Push(e.to_string()))?;
-        Ok(format!("sha256:{}", hex::encode(Sha256::digest(manifest))))
+        Ok(Sha256Digest::of(manifest))
     }
 }
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 
 use super::RegistryError;
+use super::artifact::TagOrDigest;
 use super::artifact::{
     ArtifactError, MAX_COMPONENT_BYTES, MAX_MANIFEST_BYTES, Manifest, ToolArtifact,
 };
@@ -17,7 +18,8 @@ use super::grants::Grants;
 use super::provenance::{KeptSignature, Provenance};
 use super::source::{Source, Store};
 use super::trust::{Signer, Trust};
-use crate::lockfile::{LOCK_FILE, LockError, PinnedTool, ToolLock};
+use crate::digest::Sha256Digest;
+use crate::lockfile::{LOCK_FILE, LockError, PinnedTool, SignedBy, ToolLock};
 
 /// How a source is fetched.
 #[derive(Debug, Clone, Default)]
@@ -65,13 +67,22 @@ pub enum InstallError {
     /// The lock cannot be read or written.
     #[error(transparent)]
     Lock(#[from] LockError),
+    /// No tool of that name is pinned in the tools directory's lock.
+    #[error("the tools directory {dir}: no tool `{name}` is pinned in its {LOCK_FILE}")]
+    NotPinned {
+        /// The directory.
+        dir: PathBuf,
+        /// The name asked for.
+        name: String,
+    },
     /// Writing to the tools directory failed.
     #[error("the tools directory {dir}: {error}")]
     Io {
         /// The directory.
         dir: PathBuf,
         /// What failed.
-        error: String,
+        #[source]
+        error: std::io::Error,
     },
 }
 
@@ -80,8 +91,8 @@ pub enum InstallError {
 pub enum Vouched {
     /// A signer the policy accepts: how the lock names it, and the signature kept.
     Signed {
-        /// `key NAME (...)` or `sigstore NAME (...)`.
-        signer: String,
+        /// The signer.
+        signer: SignedBy,
         /// The signature, for `--locked` to check again.
         kept: KeptSignature,
     },
@@ -96,7 +107,7 @@ pub struct Fetched {
     /// The manifest's exact bytes.
     pub manifest: Bytes,
     /// Its digest.
-    pub manifest_digest: String,
+    pub manifest_digest: Sha256Digest,
     /// The artifact: its layer and requested grants.
     pub artifact: ToolArtifact,
     /// Who vouched for it.
@@ -114,10 +125,10 @@ impl Fetched {
     }
 
     /// Who signed it, as shown to the user.
-    pub fn signer(&self) -> &str {
+    pub fn signer(&self) -> String {
         match &self.vouched {
-            Vouched::Signed { signer, .. } => signer,
-            Vouched::Unsigned => "nobody (installed unsigned, as asked)",
+            Vouched::Signed { signer, .. } => signer.to_string(),
+            Vouched::Unsigned => "nobody (installed unsigned, as asked)".into(),
         }
     }
 }
@@ -125,7 +136,7 @@ impl Fetched {
 fn io(dir: &Path) -> impl Fn(std::io::Error) -> InstallError + '_ {
     move |error| InstallError::Io {
         dir: dir.to_path_buf(),
-        error: error.to_string(),
+        error,
     }
 }
 
@@ -140,15 +151,16 @@ pub async fn fetch(
     let store = source.open(&options.registry)?;
     let named = source.tag_or_digest();
     let (manifest, digest) = store
-        .manifest(named.as_deref(), MAX_MANIFEST_BYTES)
+        .manifest(named.as_ref(), MAX_MANIFEST_BYTES)
         .await?
         .ok_or_else(|| InstallError::NotFound(source.trust_name()))?;
     let artifact = ToolArtifact::from_manifest(&manifest)?;
     let (signers, _) = trust.signers_for(&source.trust_name());
     let vouched = match vouch(&store, &source.trust_name(), &digest, &signers, trust).await? {
-        Ok(vouched) => vouched,
-        Err(reasons) if reasons.is_empty() && options.allow_unsigned => Vouched::Unsigned,
-        Err(reasons) if reasons.is_empty() => {
+        Found::Verified { signer, kept } => Vouched::Signed { signer, kept },
+        // Signatures that do not verify are no reason to trust it, and the user accepts none.
+        Found::Nothing | Found::Unverified(_) if options.allow_unsigned => Vouched::Unsigned,
+        Found::Nothing => {
             let names: Vec<&str> = signers.iter().map(|s| s.name()).collect();
             return Err(InstallError::Unsigned {
                 repository: source.trust_name(),
@@ -159,12 +171,7 @@ pub async fn fetch(
                 },
             });
         }
-        Err(reasons) if options.allow_unsigned => {
-            // Signatures that do not verify are no reason to trust it, and the user accepts none.
-            let _ = reasons;
-            Vouched::Unsigned
-        }
-        Err(reasons) => {
+        Found::Unverified(reasons) => {
             return Err(InstallError::Unverified {
                 repository: source.trust_name(),
                 reasons,
@@ -196,7 +203,7 @@ pub async fn fetch(
         return Err(InstallError::NotAComponent(what));
     }
     file.flush().map_err(io(tools_dir))?;
-    let sha256 = super::artifact::sha256_of(&artifact.layer.digest)?.to_owned();
+    let sha256 = artifact.layer_digest.hex();
     Ok(Fetched {
         source: source.pinned(&digest),
         manifest,
@@ -208,19 +215,34 @@ pub async fn fetch(
     })
 }
 
+/// What [`vouch`] found.
+enum Found {
+    /// A signature by an accepted signer.
+    Verified {
+        /// The signer.
+        signer: SignedBy,
+        /// The signature, to keep.
+        kept: KeptSignature,
+    },
+    /// No signature at all.
+    Nothing,
+    /// Signatures, none by an accepted signer over this manifest: what each one found said.
+    Unverified(Vec<String>),
+}
+
 /// Looks for a signature over manifest `digest` of `repository` by one of `signers`: a cosign key
-/// signature under its `.sig` tag, or a Sigstore bundle among its referrers. `Ok(Err(reasons))` when
-/// none verified: empty when there was no signature at all.
+/// signature under its `.sig` tag, or a Sigstore bundle among its referrers.
 async fn vouch(
     store: &Store,
     repository: &str,
-    digest: &str,
+    digest: &Sha256Digest,
     signers: &[&Signer],
     trust: &Trust,
-) -> Result<Result<Vouched, Vec<String>>, InstallError> {
+) -> Result<Found, InstallError> {
     let mut reasons = Vec::new();
+    let signature_tag = TagOrDigest::Tag(cosign::signature_tag(digest));
     if let Some((bytes, _)) = store
-        .manifest(Some(&cosign::signature_tag(digest)), MAX_MANIFEST_BYTES)
+        .manifest(Some(&signature_tag), MAX_MANIFEST_BYTES)
         .await?
     {
         let signatures: Manifest = serde_json::from_slice(&bytes)
@@ -247,24 +269,25 @@ async fn vouch(
                 } => {
                     let verification = signer.verification_key()?;
                     cosign::verifies(&payload, signature, &verification).then(|| {
-                        (
-                            format!("key {name} (SHA-256 of its key: {fingerprint})"),
-                            key.to_pem(),
-                        )
+                        let signer = SignedBy::Key {
+                            name: name.clone(),
+                            fingerprint: *fingerprint,
+                        };
+                        (signer, key.to_pem())
                     })
                 }
                 Signer::Identity { .. } => None,
             });
             match verified {
                 Some((signer, key)) => {
-                    return Ok(Ok(Vouched::Signed {
+                    return Ok(Found::Verified {
                         signer,
                         kept: KeptSignature::Cosign {
                             payload: String::from_utf8_lossy(&payload).into_owned(),
                             signature: signature.clone(),
                             key,
                         },
-                    }));
+                    });
                 }
                 None => reasons.push(format!(
                     "a cosign signature of {repository} verifies with no key the policy trusts for it"
@@ -274,8 +297,15 @@ async fn vouch(
     }
     let referrers = store.referrers(digest, MAX_MANIFEST_BYTES).await?;
     for referrer in &referrers.manifests {
+        let Ok(referrer) = referrer.sha256() else {
+            reasons.push(format!(
+                "a referrer's digest {} is not a SHA-256 one",
+                referrer.digest
+            ));
+            continue;
+        };
         let Some((bytes, _)) = store
-            .manifest(Some(&referrer.digest), MAX_MANIFEST_BYTES)
+            .manifest(Some(&TagOrDigest::Digest(referrer)), MAX_MANIFEST_BYTES)
             .await?
         else {
             continue;
@@ -291,17 +321,20 @@ async fn vouch(
         }
         let json = store.small_blob(layer, MAX_BUNDLE_BYTES).await?;
         let json = String::from_utf8_lossy(&json).into_owned();
-        match bundle::verify(&json, &digest[7..], signers, trust) {
+        match bundle::verify(&json, digest, signers, trust) {
             Ok(signer) => {
-                return Ok(Ok(Vouched::Signed {
+                return Ok(Found::Verified {
                     signer,
                     kept: KeptSignature::Bundle { bundle: json },
-                }));
+                });
             }
             Err(e) => reasons.push(e.to_string()),
         }
     }
-    Ok(Err(reasons))
+    Ok(match reasons.is_empty() {
+        true => Found::Nothing,
+        false => Found::Unverified(reasons),
+    })
 }
 
 /// What [`install`] did.
@@ -406,9 +439,9 @@ fn remove_files(tools_dir: &Path, file: &str) {
 /// Unpins the tool `name` and removes its files; answers its entry.
 pub fn remove(tools_dir: &Path, name: &str) -> Result<PinnedTool, InstallError> {
     let mut lock = read_lock(tools_dir)?;
-    let entry = lock.remove(name).ok_or_else(|| InstallError::Io {
+    let entry = lock.remove(name).ok_or_else(|| InstallError::NotPinned {
         dir: tools_dir.to_path_buf(),
-        error: format!("no tool `{name}` is pinned in its {LOCK_FILE}"),
+        name: name.to_owned(),
     })?;
     write_atomically(tools_dir, LOCK_FILE, lock.render().as_bytes())?;
     remove_files(tools_dir, &entry.file);

@@ -13,13 +13,18 @@ use std::path::{Path, PathBuf};
 
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, OpenOptions};
-use sha2::{Digest as _, Sha256};
 
 use super::RegistryError;
-use super::artifact::{Descriptor, Index, OCI_INDEX, sha256_of};
+use super::artifact::{Descriptor, Index, OCI_INDEX, TagOrDigest};
+use crate::digest::Sha256Digest;
 
 /// The annotation that tags a manifest in `index.json`.
 pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
+
+/// Where a layout keeps the blob `digest`.
+fn blob_path(digest: &Sha256Digest) -> String {
+    format!("blobs/sha256/{}", digest.hex())
+}
 
 /// The most manifests of a layout's index looked through for referrers.
 const MAX_LISTED: usize = 1024;
@@ -126,19 +131,20 @@ impl Layout {
             .map_err(|e| RegistryError::Layout(format!("index.json: {e}")))
     }
 
-    /// The manifest tagged `tag`, or with digest `sha256:...`, or (`None`) the only one the index
-    /// lists; `Ok(None)` when there is no such manifest.
+    /// The manifest `name`d (`None`: the only one the index lists), held to its digest; `Ok(None)`
+    /// when there is no such manifest.
     pub fn manifest(
         &self,
-        tag_or_digest: Option<&str>,
+        name: Option<&TagOrDigest>,
         limit: u64,
-    ) -> Result<Option<(Vec<u8>, String)>, RegistryError> {
+    ) -> Result<Option<(Vec<u8>, Sha256Digest)>, RegistryError> {
         let index = self.index(limit)?;
-        let found = match tag_or_digest {
-            Some(digest) if digest.starts_with("sha256:") => {
-                index.manifests.iter().find(|m| m.digest == digest)
-            }
-            Some(tag) => index
+        let found = match name {
+            Some(TagOrDigest::Digest(digest)) => index
+                .manifests
+                .iter()
+                .find(|m| m.sha256().ok() == Some(*digest)),
+            Some(TagOrDigest::Tag(tag)) => index
                 .manifests
                 .iter()
                 .find(|m| m.annotations.get(REF_NAME).is_some_and(|t| t == tag)),
@@ -151,25 +157,26 @@ impl Layout {
                 )));
             }
         };
-        let Some(descriptor) = found else {
-            return match tag_or_digest {
-                // A digest the index does not list may still be a blob of the layout (a signature's).
-                Some(digest) if digest.starts_with("sha256:") => {
-                    self.manifest_blob(digest, limit).map(Some)
-                }
-                _ => Ok(None),
-            };
-        };
-        self.manifest_blob(&descriptor.digest, limit).map(Some)
+        match (found, name) {
+            (Some(descriptor), _) => self.manifest_blob(&descriptor.sha256()?, limit).map(Some),
+            // A digest the index does not list may still be a blob of the layout (a signature's).
+            (None, Some(TagOrDigest::Digest(digest))) => {
+                self.manifest_blob(digest, limit).map(Some)
+            }
+            (None, _) => Ok(None),
+        }
     }
 
-    fn manifest_blob(&self, digest: &str, limit: u64) -> Result<(Vec<u8>, String), RegistryError> {
-        let hex = sha256_of(digest).map_err(|e| RegistryError::Descriptor(e.to_string()))?;
-        let bytes = self.read(&format!("blobs/sha256/{hex}"), limit)?;
-        let received = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
-        if received != digest {
+    fn manifest_blob(
+        &self,
+        digest: &Sha256Digest,
+        limit: u64,
+    ) -> Result<(Vec<u8>, Sha256Digest), RegistryError> {
+        let bytes = self.read(&blob_path(digest), limit)?;
+        let received = Sha256Digest::of(&bytes);
+        if received != *digest {
             return Err(RegistryError::ManifestDigest {
-                asked: digest.to_owned(),
+                asked: digest.to_string(),
                 received,
             });
         }
@@ -183,15 +190,14 @@ impl Layout {
         limit: u64,
         to: &mut impl Write,
     ) -> Result<(), RegistryError> {
-        let hex =
-            sha256_of(&descriptor.digest).map_err(|e| RegistryError::Descriptor(e.to_string()))?;
+        let expected = descriptor.sha256()?;
         if descriptor.size > limit {
             return Err(RegistryError::TooLarge {
                 url: descriptor.digest.clone(),
                 limit,
             });
         }
-        let bytes = self.read(&format!("blobs/sha256/{hex}"), descriptor.size)?;
+        let bytes = self.read(&blob_path(&expected), descriptor.size)?;
         if bytes.len() as u64 != descriptor.size {
             return Err(RegistryError::BlobSize {
                 digest: descriptor.digest.clone(),
@@ -199,12 +205,9 @@ impl Layout {
                 received: bytes.len() as u64,
             });
         }
-        let received = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
-        if received != descriptor.digest {
-            return Err(RegistryError::BlobDigest {
-                expected: descriptor.digest.clone(),
-                received,
-            });
+        let received = Sha256Digest::of(&bytes);
+        if received != expected {
+            return Err(RegistryError::BlobDigest { expected, received });
         }
         to.write_all(&bytes)
             .map_err(|e| RegistryError::Io(e.to_string()))
@@ -213,23 +216,27 @@ impl Layout {
     /// The manifests that refer to `digest`: those the index lists whose `subject` is it (how OCI 1.1
     /// tools such as oras and cosign 3 keep a referrer in a layout), then those of the index tagged
     /// `sha256-<hex>` (the referrers tag schema).
-    pub fn referrers(&self, digest: &str, limit: u64) -> Result<Index, RegistryError> {
+    pub fn referrers(&self, digest: &Sha256Digest, limit: u64) -> Result<Index, RegistryError> {
         let index = self.index(limit)?;
         let mut referrers = Index::default();
         for listed in index.manifests.iter().take(MAX_LISTED) {
-            if listed.media_type != super::artifact::OCI_MANIFEST || listed.digest == digest {
+            if listed.media_type != super::artifact::OCI_MANIFEST {
                 continue;
             }
-            let (bytes, _) = self.manifest_blob(&listed.digest, limit)?;
+            let listed_digest = listed.sha256()?;
+            if listed_digest == *digest {
+                continue;
+            }
+            let (bytes, _) = self.manifest_blob(&listed_digest, limit)?;
             let refers = serde_json::from_slice::<super::artifact::Manifest>(&bytes)
                 .ok()
                 .and_then(|m| m.subject)
-                .is_some_and(|subject| subject.digest == digest);
+                .is_some_and(|subject| subject.sha256().ok() == Some(*digest));
             if refers {
                 referrers.manifests.push(listed.clone());
             }
         }
-        if let Some((bytes, _)) = self.manifest(Some(&digest.replacen(':', "-", 1)), limit)? {
+        if let Some((bytes, _)) = self.manifest(Some(&TagOrDigest::Tag(digest.dashed())), limit)? {
             let tagged: Index = serde_json::from_slice(&bytes)
                 .map_err(|e| RegistryError::Descriptor(format!("a referrers index: {e}")))?;
             referrers.manifests.extend(tagged.manifests);
@@ -241,19 +248,15 @@ impl Layout {
     /// that tag); answers the manifest's digest.
     pub fn push(
         &self,
-        blobs: &[(&[u8], String)],
+        blobs: &[(&[u8], Sha256Digest)],
         manifest: &[u8],
         tag: &str,
         media_type: &str,
-    ) -> Result<String, RegistryError> {
-        let digest = format!("sha256:{}", hex::encode(Sha256::digest(manifest)));
-        let all = blobs
-            .iter()
-            .map(|(bytes, digest)| (*bytes, digest.as_str()));
-        for (bytes, blob_digest) in all.chain([(manifest, digest.as_str())]) {
-            let hex =
-                sha256_of(blob_digest).map_err(|e| RegistryError::Descriptor(e.to_string()))?;
-            self.write_file(&format!("blobs/sha256/{hex}"), bytes)?;
+    ) -> Result<Sha256Digest, RegistryError> {
+        let digest = Sha256Digest::of(manifest);
+        let all = blobs.iter().map(|(bytes, digest)| (*bytes, digest));
+        for (bytes, blob_digest) in all.chain([(manifest, &digest)]) {
+            self.write_file(&blob_path(blob_digest), bytes)?;
         }
         let mut index = self.index(super::artifact::MAX_MANIFEST_BYTES)?;
         index
@@ -261,7 +264,7 @@ impl Layout {
             .retain(|m| m.annotations.get(REF_NAME).is_none_or(|t| t != tag));
         index.manifests.push(Descriptor {
             media_type: media_type.to_owned(),
-            digest: digest.clone(),
+            digest: digest.to_string(),
             size: manifest.len() as u64,
             artifact_type: None,
             annotations: [(REF_NAME.to_owned(), tag.to_owned())].into(),

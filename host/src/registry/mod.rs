@@ -32,6 +32,8 @@ pub mod provenance;
 pub mod source;
 pub mod trust;
 
+use crate::digest::{DigestError, Sha256Digest};
+
 /// Why a registry, a layout or what they hold was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -72,19 +74,22 @@ pub enum RegistryError {
     /// A manifest's bytes are not the digest they were asked by (or the registry said).
     #[error("the manifest received has digest {received}, not {asked}")]
     ManifestDigest {
-        /// The digest expected.
+        /// The digest expected, as it was given.
         asked: String,
         /// The digest of what came.
-        received: String,
+        received: Sha256Digest,
     },
     /// A blob's bytes are not its descriptor's digest.
     #[error("the blob received has digest {received}, not its descriptor's {expected}")]
     BlobDigest {
         /// The descriptor's digest.
-        expected: String,
+        expected: Sha256Digest,
         /// The digest of what came.
-        received: String,
+        received: Sha256Digest,
     },
+    /// A digest is not a SHA-256 one.
+    #[error(transparent)]
+    Digest(#[from] DigestError),
     /// A blob's size is not its descriptor's.
     #[error("the blob {digest} is {received} bytes or more, not its descriptor's {expected}")]
     BlobSize {

@@ -4,12 +4,12 @@
 //! one the lock records, and that the signature over it verifies for the signer the lock records.
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 
 use super::artifact::ToolArtifact;
 use super::trust::{Signer, Trust};
 use super::{bundle, cosign};
-use crate::lockfile::PinnedTool;
+use crate::digest::Sha256Digest;
+use crate::lockfile::{PinnedTool, SignedBy};
 
 /// The signature material kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,34 +51,34 @@ impl Provenance {
     /// Checks that this provenance vouches for `entry` and the component with digest `sha256`: the
     /// manifest is the recorded one and its layer is the component, and the signature verifies over
     /// the manifest for the recorded signer. With `trust` (the policy's `[trust]`), the signer must
-    /// also still be trusted there by name; without it, a key signature is held to the key the lock
-    /// names by its digest, and a bundle's digest to the manifest.
+    /// also still be trusted there by name (a bundle must verify for that signer as the lock records
+    /// it); without it, a key signature is held to the key the lock names by its digest, and a
+    /// bundle's digest to the manifest.
     pub fn check(
         &self,
         entry: &PinnedTool,
         sha256: &str,
         trust: Option<&Trust>,
     ) -> Result<(), String> {
-        let digest = format!(
-            "sha256:{}",
-            hex::encode(Sha256::digest(self.manifest.as_bytes()))
-        );
-        if entry.manifest.as_deref() != Some(digest.as_str()) {
+        let digest = Sha256Digest::of(self.manifest.as_bytes());
+        if entry.manifest != Some(digest) {
             return Err(format!(
                 "its kept manifest has digest {digest}, not the {} the lock records",
-                entry.manifest.as_deref().unwrap_or("(none)")
+                entry
+                    .manifest
+                    .map_or_else(|| "(none)".to_owned(), |d| d.to_string())
             ));
         }
         let artifact =
             ToolArtifact::from_manifest(self.manifest.as_bytes()).map_err(|e| e.to_string())?;
-        if artifact.layer.digest != format!("sha256:{sha256}") {
+        if artifact.layer_digest.hex() != sha256 {
             return Err(format!(
                 "its manifest's component is {}, not this file ({sha256})",
-                artifact.layer.digest
+                artifact.layer_digest
             ));
         }
-        let signer = entry.signer.as_deref();
-        match (&self.signature, signer, entry.unsigned) {
+        let trust = trust.filter(|t| !t.is_empty());
+        match (&self.signature, &entry.signer, entry.unsigned) {
             (None, None, true) => Ok(()),
             (
                 Some(KeptSignature::Cosign {
@@ -86,21 +86,22 @@ impl Provenance {
                     signature,
                     key,
                 }),
-                Some(signer),
+                Some(signer @ SignedBy::Key { name, fingerprint }),
                 false,
             ) => {
                 cosign::check_payload(payload.as_bytes(), &digest).map_err(|e| e.to_string())?;
                 let der = sigstore_verify::types::DerPublicKey::from_pem(key)
                     .map_err(|e| e.to_string())?;
-                let fingerprint = super::trust::sha256_hex(der.as_bytes());
-                if !signer.contains(&fingerprint) {
+                let kept = Sha256Digest::of(der.as_bytes());
+                if kept != *fingerprint {
                     return Err(format!(
-                        "its kept key ({fingerprint}) is not the signer the lock records ({signer})"
+                        "its kept key ({}) is not the signer the lock records ({signer})",
+                        kept.hex()
                     ));
                 }
-                if let Some(trust) = trust.filter(|t| !t.is_empty()) {
+                if let Some(trust) = trust {
                     let trusted = trust.signers_for_any().any(|s| {
-                        matches!(s, Signer::Key { fingerprint: f, name, .. } if *f == fingerprint && signer.starts_with(&format!("key {name} ")))
+                        matches!(s, Signer::Key { fingerprint: f, name: n, .. } if f == fingerprint && n == name)
                     });
                     if !trusted {
                         return Err(format!(
@@ -117,21 +118,27 @@ impl Provenance {
                 }
             }
             (Some(KeptSignature::Bundle { bundle: json }), Some(signer), false) => {
-                let Some(trust) = trust.filter(|t| !t.is_empty()) else {
+                let Some(trust) = trust else {
                     return Ok(());
                 };
                 let named: Vec<&Signer> = trust
                     .signers_for_any()
-                    .filter(|s| signer.contains(&format!(" {} ", s.name())))
+                    .filter(|s| s.name() == signer.name())
                     .collect();
-                bundle::verify(json, &digest[7..], &named, trust)
-                    .map(drop)
-                    .map_err(|e| e.to_string())
+                let verified =
+                    bundle::verify(json, &digest, &named, trust).map_err(|e| e.to_string())?;
+                if verified != *signer {
+                    return Err(format!(
+                        "its bundle verifies for {verified}, not the signer the lock records ({signer})"
+                    ));
+                }
+                Ok(())
             }
-            _ => Err(format!(
-                "its kept signature is not what the lock records (signer {}, unsigned {})",
-                signer.unwrap_or("none"),
-                entry.unsigned
+            (_, signer, unsigned) => Err(format!(
+                "its kept signature is not what the lock records (signer {}, unsigned {unsigned})",
+                signer
+                    .as_ref()
+                    .map_or_else(|| "none".to_owned(), |s| s.to_string()),
             )),
         }
     }

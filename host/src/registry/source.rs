@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use bytes::Bytes;
 
 use super::RegistryError;
-use super::artifact::{Descriptor, Index};
+use super::artifact::{Descriptor, Index, TagOrDigest};
 use super::distribution::{Registry, RegistryOptions};
 use super::layout::Layout;
+use crate::digest::{DigestError, Sha256Digest};
 
 /// A parsed source reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,8 +21,8 @@ pub enum Source {
     Layout {
         /// The directory.
         dir: PathBuf,
-        /// The tag or `sha256:` digest.
-        reference: Option<String>,
+        /// The tag or digest.
+        reference: Option<TagOrDigest>,
     },
 }
 
@@ -51,12 +52,15 @@ impl Source {
         }
         let (dir, reference) = match text.strip_prefix("oci:") {
             Some(rest) => match rest.rsplit_once('@') {
-                Some((dir, digest)) if digest.starts_with("sha256:") => {
-                    (dir, Some(digest.to_owned()))
+                Some((dir, digest)) if digest.contains(':') => {
+                    let digest = digest
+                        .parse()
+                        .map_err(|e: DigestError| fail(&e.to_string()))?;
+                    (dir, Some(TagOrDigest::Digest(digest)))
                 }
                 _ => match rest.rsplit_once(':') {
                     Some((dir, tag)) if !tag.contains('/') && !tag.is_empty() => {
-                        (dir, Some(tag.to_owned()))
+                        (dir, Some(TagOrDigest::Tag(tag.to_owned())))
                     }
                     _ => (rest, None),
                 },
@@ -84,7 +88,7 @@ impl Source {
     }
 
     /// The source as the lock records it, pinned to `digest`.
-    pub fn pinned(&self, digest: &str) -> String {
+    pub fn pinned(&self, digest: &Sha256Digest) -> String {
         match self {
             Source::Registry(reference) => match reference.tag() {
                 Some(tag) => format!(
@@ -99,7 +103,7 @@ impl Source {
                 ),
             },
             Source::Layout { dir, reference } => match reference {
-                Some(tag) if !tag.starts_with("sha256:") => format!("oci:{}:{tag}", dir.display()),
+                Some(TagOrDigest::Tag(tag)) => format!("oci:{}:{tag}", dir.display()),
                 _ => format!("oci:{}@{digest}", dir.display()),
             },
         }
@@ -116,11 +120,13 @@ impl Source {
     }
 
     /// The tag or digest the source names (`None`: a layout's only manifest).
-    pub fn tag_or_digest(&self) -> Option<String> {
+    pub fn tag_or_digest(&self) -> Option<TagOrDigest> {
         match self {
-            Source::Registry(reference) => {
-                reference.digest().or(reference.tag()).map(str::to_owned)
-            }
+            Source::Registry(reference) => match (reference.digest(), reference.tag()) {
+                // Parsing let only a SHA-256 digest through.
+                (Some(digest), _) => digest.parse().ok().map(TagOrDigest::Digest),
+                (None, tag) => tag.map(|tag| TagOrDigest::Tag(tag.to_owned())),
+            },
             Source::Layout { reference, .. } => reference.clone(),
         }
     }
@@ -171,11 +177,9 @@ fn registry_reference(text: &str) -> Result<oci_client::Reference, String> {
             "`{tag}` is not a tag (letters, digits, `_`, `.` and `-`, not starting with `.` or `-`, \
              {MAX_TAG} bytes at most)"
         )),
-        (None, Some(digest)) if is_sha256_digest(digest) => Ok(oci_client::Reference::with_digest(
-            registry,
-            name,
-            digest.to_owned(),
-        )),
+        (None, Some(digest)) if digest.parse::<Sha256Digest>().is_ok() => Ok(
+            oci_client::Reference::with_digest(registry, name, digest.to_owned()),
+        ),
         _ => Err("its digest is not `sha256:` and 64 lower-case hex digits".into()),
     }
 }
@@ -243,16 +247,6 @@ fn is_tag(text: &str) -> bool {
         && text.bytes().all(|b| word(b) || b == b'.' || b == b'-')
 }
 
-/// `sha256:` and 64 lower-case hex digits.
-fn is_sha256_digest(text: &str) -> bool {
-    text.strip_prefix("sha256:").is_some_and(|hex| {
-        hex.len() == 64
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
-}
-
 /// A registry's repository or a layout: manifests, blobs and referrers.
 pub enum Store {
     /// A registry.
@@ -266,9 +260,9 @@ impl Store {
     /// to its digest; `Ok(None)` when there is none.
     pub async fn manifest(
         &self,
-        tag_or_digest: Option<&str>,
+        tag_or_digest: Option<&TagOrDigest>,
         limit: u64,
-    ) -> Result<Option<(Bytes, String)>, RegistryError> {
+    ) -> Result<Option<(Bytes, Sha256Digest)>, RegistryError> {
         match self {
             Store::Registry(registry) => match tag_or_digest {
                 Some(name) => registry.manifest(name, limit).await,
@@ -307,7 +301,11 @@ impl Store {
     }
 
     /// The manifests that refer to `digest`.
-    pub async fn referrers(&self, digest: &str, limit: u64) -> Result<Index, RegistryError> {
+    pub async fn referrers(
+        &self,
+        digest: &Sha256Digest,
+        limit: u64,
+    ) -> Result<Index, RegistryError> {
         match self {
             Store::Registry(registry) => registry.referrers(digest, limit).await,
             Store::Layout(layout) => layout.referrers(digest, limit),
@@ -321,7 +319,7 @@ mod tests {
 
     #[test]
     fn sources_are_registries_by_tag_or_digest_or_layouts() {
-        let digest = format!("sha256:{}", "a".repeat(64));
+        let digest: Sha256Digest = format!("sha256:{}", "a".repeat(64)).parse().unwrap();
         let Source::Registry(tagged) =
             Source::parse("oci://registry.test:5000/acme/tool:1.2").unwrap()
         else {
@@ -332,7 +330,7 @@ mod tests {
             ("registry.test:5000", "acme/tool", Some("1.2"))
         );
         let by_digest = Source::parse(&format!("oci://ghcr.io/acme/tool@{digest}")).unwrap();
-        assert_eq!(by_digest.tag_or_digest().as_deref(), Some(digest.as_str()));
+        assert_eq!(by_digest.tag_or_digest(), Some(TagOrDigest::Digest(digest)));
         assert_eq!(by_digest.trust_name(), "ghcr.io/acme/tool");
         assert!(
             Source::parse("oci://ghcr.io/acme/tool").is_err(),
@@ -342,16 +340,17 @@ mod tests {
             Source::parse("oci:/tmp/layout:1.0").unwrap(),
             Source::Layout {
                 dir: "/tmp/layout".into(),
-                reference: Some("1.0".into())
+                reference: Some(TagOrDigest::Tag("1.0".into()))
             }
         );
         assert_eq!(
             Source::parse(&format!("oci:/tmp/layout@{digest}")).unwrap(),
             Source::Layout {
                 dir: "/tmp/layout".into(),
-                reference: Some(digest.clone())
+                reference: Some(TagOrDigest::Digest(digest))
             }
         );
+        assert!(Source::parse("oci:/tmp/layout@sha256:ab").is_err());
         assert_eq!(
             Source::parse("./layout").unwrap(),
             Source::Layout {

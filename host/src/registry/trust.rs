@@ -31,6 +31,8 @@ use sigstore_verify::crypto::VerificationKey;
 use sigstore_verify::trust_root::TrustedRoot;
 use sigstore_verify::types::DerPublicKey;
 
+use crate::digest::Sha256Digest;
+
 /// The `[trust]` table as written.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -115,8 +117,8 @@ pub enum Signer {
         name: String,
         /// The public key.
         key: DerPublicKey,
-        /// SHA-256 of the key's SubjectPublicKeyInfo DER, hex: how the lock names it.
-        fingerprint: String,
+        /// SHA-256 of the key's SubjectPublicKeyInfo DER: how the lock names it.
+        fingerprint: Sha256Digest,
     },
     /// A Sigstore keyless identity: a certificate from the trusted CA for this issuer and subject.
     Identity {
@@ -153,9 +155,20 @@ impl Signer {
 #[derive(Debug, Clone, Default)]
 pub struct Trust {
     signers: Vec<Signer>,
-    rules: Vec<(GlobMatcher, String, Vec<usize>)>,
+    rules: Vec<Rule>,
     trusted_root: Option<PathBuf>,
     root: Arc<OnceLock<Result<Arc<TrustedRoot>, TrustError>>>,
+}
+
+/// A `[[trust.rules]]` entry, compiled.
+#[derive(Debug, Clone)]
+struct Rule {
+    /// The sources it is for, compiled.
+    source: GlobMatcher,
+    /// The pattern as written.
+    pattern: String,
+    /// The signers it accepts, as indices into [`Trust::signers`].
+    signers: Vec<usize>,
 }
 
 /// `*` within a path segment, `**` across them, matched against the whole text.
@@ -168,12 +181,6 @@ fn pattern(text: &str) -> Result<GlobMatcher, TrustError> {
             pattern: text.to_owned(),
             reason: e.to_string(),
         })
-}
-
-/// SHA-256 of `bytes`, hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 impl Trust {
@@ -205,7 +212,7 @@ impl Trust {
             VerificationKey::from_spki(&key).map_err(|e| fail(e.to_string()))?;
             signers.push(Signer::Key {
                 name: name.clone(),
-                fingerprint: sha256_hex(key.as_bytes()),
+                fingerprint: Sha256Digest::of(key.as_bytes()),
                 key,
             });
         }
@@ -222,7 +229,7 @@ impl Trust {
         }
         let mut rules = Vec::new();
         for rule in &file.rules {
-            let indices = rule
+            let signers_of_rule = rule
                 .signers
                 .iter()
                 .map(|signer| {
@@ -235,7 +242,11 @@ impl Trust {
                         })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            rules.push((pattern(&rule.source)?, rule.source.clone(), indices));
+            rules.push(Rule {
+                source: pattern(&rule.source)?,
+                pattern: rule.source.clone(),
+                signers: signers_of_rule,
+            });
         }
         Ok(Trust {
             signers,
@@ -258,10 +269,10 @@ impl Trust {
     /// The signers a tool from `source` (`REGISTRY/REPOSITORY`) may be signed by, and the rule that
     /// chose them (`None`: no rule matched, every trusted signer).
     pub fn signers_for(&self, source: &str) -> (Vec<&Signer>, Option<&str>) {
-        match self.rules.iter().find(|(glob, _, _)| glob.is_match(source)) {
-            Some((_, text, indices)) => (
-                indices.iter().map(|&i| &self.signers[i]).collect(),
-                Some(text),
+        match self.rules.iter().find(|rule| rule.source.is_match(source)) {
+            Some(rule) => (
+                rule.signers.iter().map(|&i| &self.signers[i]).collect(),
+                Some(&rule.pattern),
             ),
             None => (self.signers.iter().collect(), None),
         }

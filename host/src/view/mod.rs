@@ -143,16 +143,26 @@ pub(crate) enum Node {
     Absent,
 }
 
-/// How a file or directory is opened (the WASI `open-at` flags that matter here).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct OpenRequest {
-    pub(crate) follow: bool,
-    pub(crate) create: bool,
-    pub(crate) directory: bool,
-    pub(crate) exclusive: bool,
-    pub(crate) truncate: bool,
-    pub(crate) read: bool,
-    pub(crate) write: bool,
+bitflags::bitflags! {
+    /// How a file or directory is opened: the WASI `open-at` flags that matter here, whichever
+    /// generation asked (each translates its own path, open and descriptor flags into these).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub(crate) struct OpenRequest: u8 {
+        /// A symlink as the last component is followed.
+        const FOLLOW = 1 << 0;
+        /// Made when missing.
+        const CREATE = 1 << 1;
+        /// Must be a directory.
+        const DIRECTORY = 1 << 2;
+        /// With `CREATE`: must not exist yet.
+        const EXCLUSIVE = 1 << 3;
+        /// Emptied when opened.
+        const TRUNCATE = 1 << 4;
+        /// Opened for reading.
+        const READ = 1 << 5;
+        /// Opened for writing.
+        const WRITE = 1 << 6;
+    }
 }
 
 /// An open file of the view.
@@ -342,17 +352,24 @@ impl CallView {
         path: &str,
         request: OpenRequest,
     ) -> Result<Opened, ViewError> {
-        if (request.write || request.truncate || request.create) && !self.writable {
+        if request.intersects(OpenRequest::WRITE | OpenRequest::TRUNCATE | OpenRequest::CREATE)
+            && !self.writable
+        {
             return Err(ViewError::ReadOnly);
         }
         let parsed = GuestPath::parse(base, path)?;
-        let follow = request.follow || parsed.trailing_slash;
-        let resolution = self.resolve(base, &parsed, follow, usize::from(request.create))?;
+        let follow = request.contains(OpenRequest::FOLLOW) || parsed.trailing_slash;
+        let resolution = self.resolve(
+            base,
+            &parsed,
+            follow,
+            usize::from(request.contains(OpenRequest::CREATE)),
+        )?;
         let Some(entry) = resolution.entry else {
-            if !request.create {
+            if !request.contains(OpenRequest::CREATE) {
                 return Err(ViewError::NoEntry);
             }
-            if request.directory || parsed.trailing_slash {
+            if request.contains(OpenRequest::DIRECTORY) || parsed.trailing_slash {
                 return Err(ViewError::IsDirectory);
             }
             self.authorize(&parsed.name, &resolution, Need::Create)?;
@@ -362,40 +379,44 @@ impl CallView {
             return Ok(Opened::File(ViewFile {
                 file,
                 staged: Some(staged),
-                read: request.read,
-                write: request.write,
+                read: request.contains(OpenRequest::READ),
+                write: request.contains(OpenRequest::WRITE),
             }));
         };
         let location = resolution.location.clone();
         match entry.kind {
             EntryKind::Dir => {
                 self.authorize(&parsed.name, &resolution, Need::Traverse)?;
-                if request.create && request.exclusive {
+                if request.contains(OpenRequest::CREATE | OpenRequest::EXCLUSIVE) {
                     return Err(ViewError::Exist);
                 }
-                if request.write || request.truncate {
+                if request.intersects(OpenRequest::WRITE | OpenRequest::TRUNCATE) {
                     return Err(ViewError::IsDirectory);
                 }
                 Ok(Opened::Dir(location))
             }
             EntryKind::File => {
-                let writes = request.write || request.truncate;
+                let writes = request.intersects(OpenRequest::WRITE | OpenRequest::TRUNCATE);
                 let need = if writes { Need::Write } else { Need::Read };
                 self.authorize(&parsed.name, &resolution, need)?;
-                if request.create && request.exclusive {
+                if request.contains(OpenRequest::CREATE | OpenRequest::EXCLUSIVE) {
                     return Err(ViewError::Exist);
                 }
-                if request.directory || parsed.trailing_slash {
+                if request.contains(OpenRequest::DIRECTORY) || parsed.trailing_slash {
                     return Err(ViewError::NotDirectory);
                 }
                 let staged = match self.nodes.get(&location) {
                     Some(Node::File(staged)) => Some(staged.clone()),
-                    _ if writes => Some(self.copy_up(&location, &entry, request.truncate)?),
+                    _ if writes => Some(self.copy_up(
+                        &location,
+                        &entry,
+                        request.contains(OpenRequest::TRUNCATE),
+                    )?),
                     _ => None,
                 };
                 let (file, staged) = match staged {
                     Some(staged) => {
-                        if request.truncate {
+                        if request.contains(OpenRequest::TRUNCATE) {
                             staged.reserve(0);
                             staged.file.set_len(0)?;
                         }
@@ -409,17 +430,20 @@ impl CallView {
                 Ok(Opened::File(ViewFile {
                     file,
                     staged,
-                    read: request.read || !request.write,
-                    write: request.write,
+                    read: request.contains(OpenRequest::READ)
+                        || !request.contains(OpenRequest::WRITE),
+                    write: request.contains(OpenRequest::WRITE),
                 }))
             }
             EntryKind::Symlink => {
                 self.authorize(&parsed.name, &resolution, Need::Read)?;
-                Err(if request.create && request.exclusive {
-                    ViewError::Exist
-                } else {
-                    ViewError::Loop
-                })
+                Err(
+                    if request.contains(OpenRequest::CREATE | OpenRequest::EXCLUSIVE) {
+                        ViewError::Exist
+                    } else {
+                        ViewError::Loop
+                    },
+                )
             }
             _ => {
                 self.authorize(&parsed.name, &resolution, Need::Read)?;

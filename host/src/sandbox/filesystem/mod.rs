@@ -124,6 +124,42 @@ pub(crate) use view_error_codes;
 
 /// `descriptor_type`: a generation's `descriptor-type` of an entry kind (the same names in 0.2 and 0.3
 /// but for what an unknown kind is).
+/// The `open-at` flags of a generation (its `path-flags`, `open-flags` and `descriptor-flags`, each a
+/// type of its own bindings) as the view's [`OpenRequest`]: `open_request_flags!(PathFlags, OpenFlags,
+/// DescriptorFlags)` in each generation's module.
+macro_rules! open_request_flags {
+    ($path:ident, $open:ident, $descriptor:ident) => {
+        impl From<$path> for OpenRequest {
+            fn from(flags: $path) -> OpenRequest {
+                let mut request = OpenRequest::empty();
+                request.set(OpenRequest::FOLLOW, flags.contains($path::SYMLINK_FOLLOW));
+                request
+            }
+        }
+
+        impl From<$open> for OpenRequest {
+            fn from(flags: $open) -> OpenRequest {
+                let mut request = OpenRequest::empty();
+                request.set(OpenRequest::CREATE, flags.contains($open::CREATE));
+                request.set(OpenRequest::DIRECTORY, flags.contains($open::DIRECTORY));
+                request.set(OpenRequest::EXCLUSIVE, flags.contains($open::EXCLUSIVE));
+                request.set(OpenRequest::TRUNCATE, flags.contains($open::TRUNCATE));
+                request
+            }
+        }
+
+        impl From<$descriptor> for OpenRequest {
+            fn from(flags: $descriptor) -> OpenRequest {
+                let mut request = OpenRequest::empty();
+                request.set(OpenRequest::READ, flags.contains($descriptor::READ));
+                request.set(OpenRequest::WRITE, flags.contains($descriptor::WRITE));
+                request
+            }
+        }
+    };
+}
+pub(crate) use open_request_flags;
+
 macro_rules! descriptor_types {
     ($type:ident, $unknown:expr) => {
         fn descriptor_type(kind: EntryKind) -> $type {
@@ -402,13 +438,13 @@ impl ViewCtx<'_> {
     ) -> Result<Resource<Descriptor>, Failure> {
         let mut request = request;
         // As WASI says: no access asked for is read; creating or truncating a file is writing it.
-        if !request.read && !request.write {
-            request.read = true;
+        if !request.intersects(OpenRequest::READ | OpenRequest::WRITE) {
+            request |= OpenRequest::READ;
         }
-        if request.create || request.truncate {
-            request.write = true;
+        if request.intersects(OpenRequest::CREATE | OpenRequest::TRUNCATE) {
+            request |= OpenRequest::WRITE;
         }
-        let changes = mutate_directory || request.write;
+        let changes = mutate_directory || request.contains(OpenRequest::WRITE);
         let base = if changes {
             self.mutable_dir(fd)?
         } else {

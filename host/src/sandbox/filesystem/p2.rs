@@ -48,6 +48,7 @@ impl From<Failure> for FsError {
 }
 
 super::descriptor_types!(DescriptorType, DescriptorType::Unknown);
+super::open_request_flags!(PathFlags, OpenFlags, DescriptorFlags);
 
 fn datetime(ns: Option<i128>) -> Option<Datetime> {
     let ns = ns?;
@@ -89,22 +90,6 @@ fn new_time(stamp: NewTimestamp) -> Result<NewTime, Failure> {
 
 fn follows(flags: PathFlags) -> bool {
     flags.contains(PathFlags::SYMLINK_FOLLOW)
-}
-
-fn open_request(
-    path_flags: PathFlags,
-    open_flags: OpenFlags,
-    flags: DescriptorFlags,
-) -> OpenRequest {
-    OpenRequest {
-        follow: follows(path_flags),
-        create: open_flags.contains(OpenFlags::CREATE),
-        directory: open_flags.contains(OpenFlags::DIRECTORY),
-        exclusive: open_flags.contains(OpenFlags::EXCLUSIVE),
-        truncate: open_flags.contains(OpenFlags::TRUNCATE),
-        read: flags.contains(DescriptorFlags::READ),
-        write: flags.contains(DescriptorFlags::WRITE),
-    }
 }
 
 impl preopens::Host for ViewCtx<'_> {
@@ -313,7 +298,7 @@ impl types::HostDescriptor for ViewCtx<'_> {
         open_flags: OpenFlags,
         flags: DescriptorFlags,
     ) -> Result<Resource<Descriptor>, FsError> {
-        let request = open_request(path_flags, open_flags, flags);
+        let request = OpenRequest::from(path_flags) | open_flags.into() | flags.into();
         let mutate = flags.contains(DescriptorFlags::MUTATE_DIRECTORY);
         Ok(ViewCtx::open_at(self, &fd, &path, request, mutate)?)
     }

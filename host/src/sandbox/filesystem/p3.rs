@@ -60,6 +60,7 @@ fn code(failure: Failure) -> ErrorCode {
 
 // 0.3 has no `unknown` type: its catch-all is `other`.
 super::descriptor_types!(DescriptorType, DescriptorType::Other(None));
+super::open_request_flags!(PathFlags, OpenFlags, DescriptorFlags);
 
 fn instant(ns: Option<i128>) -> Option<Instant> {
     let ns = ns?;
@@ -330,15 +331,7 @@ impl<U> types::HostDescriptorWithStore<U> for ViewFilesystem {
         open_flags: OpenFlags,
         flags: DescriptorFlags,
     ) -> Result<Resource<Descriptor>, FsError> {
-        let request = OpenRequest {
-            follow: follows(path_flags),
-            create: open_flags.contains(OpenFlags::CREATE),
-            directory: open_flags.contains(OpenFlags::DIRECTORY),
-            exclusive: open_flags.contains(OpenFlags::EXCLUSIVE),
-            truncate: open_flags.contains(OpenFlags::TRUNCATE),
-            read: flags.contains(DescriptorFlags::READ),
-            write: flags.contains(DescriptorFlags::WRITE),
-        };
+        let request = OpenRequest::from(path_flags) | open_flags.into() | flags.into();
         let mutate = flags.contains(DescriptorFlags::MUTATE_DIRECTORY);
         on_view(store, |ctx| ctx.open_at(&fd, &path, request, mutate))
     }
