@@ -983,7 +983,7 @@ fn the_fake_refuses_a_conversation_with_a_result_missing_as_the_apis_do() {
     let mut request = chat.clone();
     request["stream"] = json!(true);
     let status = runtime().block_on(async {
-        reqwest::Client::new()
+        common::http_client()
             .post(format!("{}/v1/chat/completions", server.base_url()))
             .header("authorization", "Bearer k")
             .body(request.to_string())

@@ -1004,7 +1004,7 @@ fn post(url: &str, body: String, headers: &[(&str, &str)]) -> (u16, Option<Strin
         .build()
         .unwrap();
     runtime.block_on(async {
-        let mut request = reqwest::Client::new()
+        let mut request = common::http_client()
             .post(url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -1356,7 +1356,7 @@ fn get(url: &str, headers: &[(&str, &str)]) -> (u16, Option<String>, Value) {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let mut request = reqwest::Client::new().get(url);
+        let mut request = common::http_client().get(url);
         for (name, value) in headers {
             request = request.header(*name, *value);
         }

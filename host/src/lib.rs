@@ -72,6 +72,7 @@ pub mod scope;
 pub mod sse;
 mod test_hooks;
 pub mod threads;
+mod tls;
 pub mod toolbox;
 pub mod turn;
 pub mod view;

@@ -294,3 +294,10 @@ pub fn results_in(provider: Provider, messages: &[Value]) -> Vec<(Option<String>
             .collect(),
     }
 }
+
+/// A plain reqwest client for a test's own requests. reqwest is built without a crypto provider of its
+/// own (the host's TLS is aws-lc-rs, `host/src/tls.rs`), so the process default is set to that one.
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    reqwest::Client::new()
+}

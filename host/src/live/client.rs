@@ -52,7 +52,7 @@ pub struct LiveClient {
 impl LiveClient {
     /// A client for `endpoint`.
     pub fn new(endpoint: Endpoint, options: ClientOptions) -> Result<LiveClient, ApiError> {
-        let http = reqwest::Client::builder()
+        let http = crate::tls::http_client()
             .connect_timeout(options.connect_timeout)
             .read_timeout(options.read_timeout)
             .build()

@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -50,26 +49,6 @@ pub(crate) async fn connect(
     }
 }
 
-/// The TLS client configuration: rustls with ring and the webpki roots, made once per process.
-fn tls_config() -> Arc<rustls::ClientConfig> {
-    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let roots = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-            };
-            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-            Arc::new(config)
-        })
-        .clone()
-}
-
 /// Wraps `stream` in TLS for `host` (a name or an IP address), verified against the webpki roots.
 pub(crate) async fn tls(stream: TcpStream, host: &str) -> Result<Box<dyn Stream>, HttpError> {
     let name = match host.parse::<std::net::IpAddr>() {
@@ -77,7 +56,7 @@ pub(crate) async fn tls(stream: TcpStream, host: &str) -> Result<Box<dyn Stream>
         Err(_) => rustls::pki_types::ServerName::try_from(host.to_owned())
             .map_err(|_| HttpError::HttpRequestUriInvalid)?,
     };
-    let connector = tokio_rustls::TlsConnector::from(tls_config());
+    let connector = tokio_rustls::TlsConnector::from(crate::tls::client_config());
     let stream = connector
         .connect(name, stream)
         .await

@@ -94,9 +94,9 @@ impl Registry {
         if options.plain_http && !is_loopback(&registry) {
             return Err(RegistryError::PlainHttp(registry));
         }
-        // rustls needs a process-wide provider for oci-client's client: ring, as the rest of the host
-        // uses (an embedding program that installed its own keeps it).
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // rustls needs a process-wide provider for oci-client's client: the host's (an embedding
+        // program that installed its own keeps it).
+        let _ = crate::tls::provider().install_default();
         let protocol = if options.plain_http {
             ClientProtocol::HttpsExcept(vec![registry.clone()])
         } else {
@@ -119,7 +119,7 @@ impl Registry {
             platform_resolver: None,
             ..ClientConfig::default()
         });
-        let http = reqwest::Client::builder()
+        let http = crate::tls::http_client()
             .connect_timeout(options.stall)
             .read_timeout(options.stall)
             .build()
