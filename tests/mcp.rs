@@ -962,6 +962,62 @@ fn a_client_that_cannot_be_asked_is_denied_with_the_reason() {
     assert!(server.finish().success());
 }
 
+/// As a desktop client that stopped reading: `turngate mcp` on stdio, its stdout's reader gone before
+/// the answer to `initialize`, or after it (the next answer is the one that cannot be written), ends
+/// with exit 0 and without a panic or a word about the pipe, although its stdin is still open.
+#[test]
+fn the_stdio_server_ends_quietly_when_its_reader_is_gone() {
+    let root = workspace();
+    let command = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
+        command
+            .arg("mcp")
+            .arg("--root")
+            .arg(root.path())
+            .arg("--cache-dir")
+            .arg(common::test_cache_dir());
+        command
+    };
+    let initialize = format!("{}\n", initialize_body());
+    common::pipe::ends_quietly_reading(&mut command(), initialize.as_bytes(), 0).unwrap();
+
+    let mut child = command()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(initialize.as_bytes()).unwrap();
+    let mut answer = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut answer)
+        .unwrap();
+    assert!(answer.contains("serverInfo"), "{answer}");
+    // The reader is gone now; the client still writes.
+    for message in [
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    // A server that kept serving a client it cannot answer would never end: it is stopped after a
+    // minute, and the test fails on its signal.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn locked_refuses_a_tools_directory_whose_components_are_not_pinned() {
     let root = workspace();

@@ -515,6 +515,16 @@ fn hand_written(layers: &[(&str, &[u8])], annotations: Value) -> (Setup, String)
     (setup, source)
 }
 
+/// Runs `turngate ARGS` with the reader of its stdout gone before the first line: it must exit 0,
+/// without a panic or a word about the pipe.
+fn closed_stdout(args: &[&str]) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_turngate"));
+    command
+        .args(args)
+        .env("DOCKER_CONFIG", "/nonexistent-docker-config");
+    pipe::ends_quietly(&mut command, 0).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+}
+
 /// As `turngate tools add ... | true`: the reader of its stdout is gone before the first line. `tools
 /// add` and `tools remove` still do what they were asked and exit 0, without a panic or a word about
 /// the pipe.
@@ -523,13 +533,6 @@ fn tools_add_and_remove_end_quietly_with_their_own_exit_status_when_their_reader
     let component = std::fs::read(guest(TOOL)).unwrap();
     let (setup, source) = hand_written(&[("application/wasm", &component)], json!({}));
     let tools = setup.tools();
-    let closed_stdout = |args: &[&str]| {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_turngate"));
-        command
-            .args(args)
-            .env("DOCKER_CONFIG", "/nonexistent-docker-config");
-        pipe::ends_quietly(&mut command, 0).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    };
     closed_stdout(&[
         "tools",
         "add",
@@ -546,6 +549,39 @@ fn tools_add_and_remove_end_quietly_with_their_own_exit_status_when_their_reader
     );
     closed_stdout(&["tools", "remove", TOOL, "--tools", &tools]);
     assert_eq!(listing(Path::new(&tools)), ["turngate.lock"]);
+}
+
+/// As `turngate tools publish ... | true`, `tools sign ... | true` and `tools update ... | true`, into
+/// and from a layout directory: each still does what it was asked and exits 0, without a panic or a
+/// word about the pipe.
+#[test]
+fn tools_publish_sign_and_update_end_quietly_when_their_reader_is_gone() {
+    let setup = Setup::without_registry();
+    let layout = setup.dir.path().join("layout");
+    let tagged = |index: &Value, tag: &str| {
+        index["manifests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["annotations"]["org.opencontainers.image.ref.name"] == tag)
+            .map(|m| m["digest"].as_str().unwrap().to_owned())
+    };
+    let index = || -> Value {
+        serde_json::from_slice(&std::fs::read(layout.join("index.json")).unwrap()).unwrap()
+    };
+    let source = format!("oci:{}:1.0", layout.display());
+    closed_stdout(&["tools", "publish", guest(TOOL).to_str().unwrap(), &source]);
+    let digest = tagged(&index(), "1.0").expect("published under its tag");
+    let key = setup.key.display().to_string();
+    let by_digest = format!("oci:{}@{digest}", layout.display());
+    closed_stdout(&["tools", "sign", "--key", &key, &by_digest]);
+    let signature_tag = format!("{}.sig", digest.replacen(':', "-", 1));
+    assert!(tagged(&index(), &signature_tag).is_some(), "{}", index());
+    let policy = setup.policy("");
+    ok_json(&setup.add(&source, &["--policy", &policy, "--accept-grants"]));
+    let tools = setup.tools();
+    closed_stdout(&["tools", "update", "--tools", &tools, "--policy", &policy]);
+    assert!(setup.lock().contains(&digest), "{}", setup.lock());
 }
 
 #[test]

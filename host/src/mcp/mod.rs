@@ -69,6 +69,13 @@ pub enum McpError {
     Io(#[from] std::io::Error),
 }
 
+/// Whether a transport's `error` is the reader of stdout going away: the client is gone.
+fn reader_gone(error: &(dyn std::error::Error + 'static)) -> bool {
+    error
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
 /// The server: one root, one policy, one toolbox, shared by every session and every call.
 #[derive(Clone)]
 pub struct McpServer {
@@ -137,8 +144,14 @@ impl McpServer {
         let shared = self.shared.clone();
         let running = match self.serve(transport).await {
             Ok(running) => running,
-            // A client that goes away before its first message asked for nothing.
+            // A client that goes away before its first message asked for nothing; one that stopped
+            // reading before its answer is gone as well (`turngate mcp | true`).
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+            Err(rmcp::service::ServerInitializeError::TransportError { error, .. })
+                if reader_gone(&*error.error) =>
+            {
+                return Ok(());
+            }
             Err(e) => return Err(McpError::Session(e.to_string())),
         };
         let waited = running.waiting().await;

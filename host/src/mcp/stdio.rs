@@ -7,6 +7,9 @@
 //! reads the lines itself (never holding more than [`MAX_MESSAGE_BYTES`] of one), answers each rejected
 //! line with the JSON-RPC error `inbound` gives it, and passes the others to rmcp.
 //!
+//! A write that fails (the reader of stdout went away: `turngate mcp | true`, a client that stopped
+//! reading) ends reading too, so the session ends, although the client may still write.
+//!
 //! `receive` is polled in a `select!` and may be dropped at any await, so its state lives in the
 //! struct: a partly read line stays buffered, and bytes not yet written stay queued in [`Output`] for
 //! the next write.
@@ -42,6 +45,9 @@ pub struct StdioTransport<R, W> {
 struct Output<W> {
     queue: std::sync::Mutex<Vec<u8>>,
     sink: Mutex<W>,
+    /// Set once a write has failed: the reader of stdout is gone, and the session with it (reading
+    /// ends, so rmcp ends the session, whatever the client still writes).
+    gone: tokio::sync::watch::Sender<bool>,
 }
 
 /// The most bytes handed to one write.
@@ -57,6 +63,20 @@ impl<W: AsyncWrite + Unpin> Output<W> {
 
     /// Writes out everything queued.
     async fn flush(&self) -> io::Result<()> {
+        let flushed = self.write_queued().await;
+        if flushed.is_err() {
+            self.gone.send_replace(true);
+        }
+        flushed
+    }
+
+    /// Waits until a write has failed.
+    async fn gone(&self) {
+        let mut gone = self.gone.subscribe();
+        let _ = gone.wait_for(|gone| *gone).await;
+    }
+
+    async fn write_queued(&self) -> io::Result<()> {
         let mut sink = self.sink.lock().await;
         loop {
             let chunk = {
@@ -94,6 +114,7 @@ where
             output: Arc::new(Output {
                 queue: std::sync::Mutex::new(Vec::new()),
                 sink: Mutex::new(write),
+                gone: tokio::sync::watch::Sender::new(false),
             }),
             unflushed: false,
         }
@@ -182,7 +203,12 @@ where
                 }
                 self.unflushed = false;
             }
-            let read = match self.next_line().await {
+            let output = self.output.clone();
+            let next = tokio::select! {
+                next = self.next_line() => next,
+                () = output.gone() => return None,
+            };
+            let read = match next {
                 Ok(Some(read)) => read,
                 Ok(None) => return None,
                 Err(e) => {
