@@ -71,12 +71,14 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+fn read_deny() -> Deny {
+    let text = std::fs::read_to_string(repo().join("deny.toml")).expect("deny.toml");
+    toml::from_str(&text).expect("deny.toml parses")
+}
+
 fn deny() -> &'static Deny {
     static DENY: OnceLock<Deny> = OnceLock::new();
-    DENY.get_or_init(|| {
-        let text = std::fs::read_to_string(repo().join("deny.toml")).expect("deny.toml");
-        toml::from_str(&text).expect("deny.toml parses")
-    })
+    DENY.get_or_init(read_deny)
 }
 
 fn database() -> &'static Database {
@@ -182,26 +184,23 @@ fn banned(graph: &[(String, String)], deny: &Deny) -> Vec<String> {
 /// features it is built with (`cargo tree`: a lock also lists the optional dependencies no feature
 /// turns on).
 fn graph(manifest: &Path) -> Vec<(String, String)> {
-    let output = Command::new(env!("CARGO"))
-        .args(["tree", "--workspace", "--locked", "--target", "all"])
-        .args([
+    let output = cargo(
+        &[
+            "tree",
+            "--workspace",
+            "--locked",
+            "--target",
+            "all",
             "--edges",
             "normal,build,dev",
             "--prefix",
             "none",
             "--format",
             "{p}",
-        ])
-        .arg("--manifest-path")
-        .arg(manifest)
-        .output()
-        .expect("cargo tree runs");
-    assert!(
-        output.status.success(),
-        "cargo tree: {}",
-        String::from_utf8_lossy(&output.stderr)
+        ],
+        manifest,
     );
-    let mut crates: Vec<(String, String)> = String::from_utf8_lossy(&output.stdout)
+    let mut crates: Vec<(String, String)> = String::from_utf8_lossy(&output)
         .lines()
         .filter_map(|line| {
             let mut words = line.split_whitespace();
@@ -239,23 +238,25 @@ fn unlicensed(metadata: &serde_json::Value, deny: &Deny) -> Vec<String> {
 
 /// `cargo metadata` of the workspace whose manifest is `manifest`, as locked.
 fn metadata(manifest: &Path) -> serde_json::Value {
+    let output = cargo(&["metadata", "--format-version", "1", "--locked"], manifest);
+    serde_json::from_slice(&output).expect("cargo metadata's JSON")
+}
+
+/// What `cargo ARGS --manifest-path MANIFEST` prints; it must succeed.
+fn cargo(args: &[&str], manifest: &Path) -> Vec<u8> {
     let output = Command::new(env!("CARGO"))
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--locked",
-            "--manifest-path",
-        ])
+        .args(args)
+        .arg("--manifest-path")
         .arg(manifest)
         .output()
-        .expect("cargo metadata runs");
+        .expect("cargo runs");
     assert!(
         output.status.success(),
-        "cargo metadata: {}",
+        "cargo {}: {}",
+        args.join(" "),
         String::from_utf8_lossy(&output.stderr)
     );
-    serde_json::from_slice(&output.stdout).expect("cargo metadata's JSON")
+    output.stdout
 }
 
 const LOCKS: [&str; 2] = ["Cargo.lock", "guest-tools/Cargo.lock"];
@@ -278,7 +279,7 @@ fn every_accepted_advisory_says_why_and_still_applies() {
     let locks: Vec<Lockfile> = LOCKS.iter().map(|path| lock(path)).collect();
     let nothing_accepted = Deny {
         advisories: Advisories { ignore: Vec::new() },
-        ..toml::from_str(&std::fs::read_to_string(repo().join("deny.toml")).unwrap()).unwrap()
+        ..read_deny()
     };
     let applying: Vec<String> = locks
         .iter()
@@ -331,7 +332,7 @@ fn a_lock_holding_a_known_vulnerable_version_fails_the_check_unless_accepted() {
                 reason: "a test".into(),
             }],
         },
-        ..toml::from_str(&std::fs::read_to_string(repo().join("deny.toml")).unwrap()).unwrap()
+        ..read_deny()
     };
     assert_eq!(advisories(&vulnerable, &accepting), Vec::<String>::new());
     // An unmaintained crate fails it too: RUSTSEC-2020-0016, net2.
