@@ -320,8 +320,7 @@ impl Registry {
                 });
             }
             hasher.update(&chunk);
-            to.write_all(&chunk)
-                .map_err(|e| RegistryError::Io(e.to_string()))?;
+            to.write_all(&chunk).map_err(RegistryError::Io)?;
         }
         if received != descriptor.size {
             return Err(RegistryError::BlobSize {

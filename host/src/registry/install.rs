@@ -76,7 +76,7 @@ pub enum InstallError {
         name: String,
     },
     /// Writing to the tools directory failed.
-    #[error("the tools directory {dir}: {error}")]
+    #[error("the tools directory {dir}")]
     Io {
         /// The directory.
         dir: PathBuf,
@@ -446,4 +446,30 @@ pub fn remove(tools_dir: &Path, name: &str) -> Result<PinnedTool, InstallError> 
     write_atomically(tools_dir, LOCK_FILE, lock.render().as_bytes())?;
     remove_files(tools_dir, &entry.file);
     Ok(entry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An I/O failure keeps its cause (the CLI prints the chain), and says which directory it was.
+    #[test]
+    fn a_lock_that_cannot_be_read_is_an_io_error_with_its_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(LOCK_FILE)).unwrap();
+        let error = read_lock(dir.path()).unwrap_err();
+        assert!(matches!(error, InstallError::Io { .. }), "{error:?}");
+        let cause = std::error::Error::source(&error).expect("the cause is kept");
+        assert_eq!(
+            cause
+                .downcast_ref::<std::io::Error>()
+                .map(std::io::Error::kind),
+            Some(std::io::ErrorKind::IsADirectory)
+        );
+        assert!(
+            error
+                .to_string()
+                .contains(&dir.path().display().to_string())
+        );
+    }
 }

@@ -209,8 +209,7 @@ impl Layout {
         if received != expected {
             return Err(RegistryError::BlobDigest { expected, received });
         }
-        to.write_all(&bytes)
-            .map_err(|e| RegistryError::Io(e.to_string()))
+        to.write_all(&bytes).map_err(RegistryError::Io)
     }
 
     /// The manifests that refer to `digest`: those the index lists whose `subject` is it (how OCI 1.1

@@ -35,7 +35,7 @@ pub mod trust;
 use crate::digest::{DigestError, Sha256Digest};
 
 /// Why a registry, a layout or what they hold was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RegistryError {
     /// Plain HTTP to a registry that is not on loopback.
@@ -109,9 +109,9 @@ pub enum RegistryError {
     /// Pushing failed.
     #[error("pushing: {0}")]
     Push(String),
-    /// Writing locally failed.
-    #[error("{0}")]
-    Io(String),
+    /// Writing what was received locally failed.
+    #[error("writing what the registry sent")]
+    Io(#[source] std::io::Error),
 }
 
 impl RegistryError {
