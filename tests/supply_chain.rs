@@ -6,6 +6,11 @@
 //! tools are compiled into the binary). The same checks run on made-up locks that hold what each
 //! refuses, so a check that stopped refusing fails here too.
 //!
+//! And the README's two commands build one set of dependencies: `cargo test --workspace` builds every
+//! dependency with the features `cargo run -- demo` built it with, so the tests compile only what is
+//! theirs (a dev-dependency that turns on a feature of a shared crate would rebuild it and everything
+//! above it: rustsec's `serde` in semver rebuilt wasmtime).
+//!
 //! Licences come from `cargo metadata` (every package of the resolved graph, for every platform); bans
 //! from `cargo tree` (what is built, for every platform); advisories and sources from the lock files
 //! themselves, through rustsec (cargo-audit's library) and spdx (the licence-expression crate
@@ -402,4 +407,58 @@ fn every_dependency_has_a_licence_deny_toml_allows() {
     let found = unlicensed(&made_up, deny());
     assert_eq!(found.len(), 3, "{found:?}");
     assert!(!found.iter().any(|f| f.contains("either")), "{found:?}");
+}
+
+/// `cargo tree --workspace` of `edges`: each package with its features, once.
+fn features(edges: &str) -> Vec<String> {
+    let output = cargo(
+        &[
+            "tree",
+            "--workspace",
+            "--locked",
+            "--target",
+            "all",
+            "--edges",
+            edges,
+            "--prefix",
+            "none",
+            "--format",
+            "{p} {f}",
+        ],
+        &repo().join("Cargo.toml"),
+    );
+    let mut packages: Vec<String> = String::from_utf8_lossy(&output)
+        .lines()
+        .map(|line| line.trim_end_matches(" (*)").to_owned())
+        .collect();
+    packages.sort();
+    packages.dedup();
+    packages
+}
+
+#[test]
+fn the_tests_build_every_shared_dependency_with_the_features_the_demo_builds() {
+    let demo = features("normal,build");
+    let tests = features("normal,build,dev");
+    let name_version = |line: &str| line.split(' ').take(2).collect::<Vec<_>>().join(" ");
+    let differing: Vec<String> = tests
+        .iter()
+        .filter(|line| !demo.contains(line))
+        .filter(|line| demo.iter().any(|d| name_version(d) == name_version(line)))
+        .map(|line| {
+            let built = demo
+                .iter()
+                .filter(|d| name_version(d) == name_version(line));
+            format!(
+                "{line} (the demo: {})",
+                built.cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "the tests build these with other features than the demo did, so they and all above them \
+         compile twice (ask for the features in host/Cargo.toml's [dependencies]):\n{}",
+        differing.join("\n")
+    );
 }
