@@ -6,10 +6,10 @@
 //! tools are compiled into the binary). The same checks run on made-up locks that hold what each
 //! refuses, so a check that stopped refusing fails here too.
 //!
-//! And the README's two commands build one set of dependencies: `cargo test --workspace` builds every
-//! dependency with the features `cargo run -- demo` built it with, so the tests compile only what is
-//! theirs (a dev-dependency that turns on a feature of a shared crate would rebuild it and everything
-//! above it: rustsec's `serde` in semver rebuilt wasmtime).
+//! And the README's commands build one set of dependencies: every build they make takes each crate
+//! `cargo run -- demo` built with the features the demo built it with, so each compiles only what is
+//! its own (a dev-dependency or a binding that turns on a feature of a shared crate rebuilds it and
+//! everything above it: rustsec's `serde` in semver rebuilt wasmtime).
 //!
 //! Licences come from `cargo metadata` (every package of the resolved graph, for every platform); bans
 //! from `cargo tree` (what is built, for every platform); advisories and sources from the lock files
@@ -409,24 +409,14 @@ fn every_dependency_has_a_licence_deny_toml_allows() {
     assert!(!found.iter().any(|f| f.contains("either")), "{found:?}");
 }
 
-/// `cargo tree --workspace` of `edges`: each package with its features, once.
-fn features(edges: &str) -> Vec<String> {
-    let output = cargo(
-        &[
-            "tree",
-            "--workspace",
-            "--locked",
-            "--target",
-            "all",
-            "--edges",
-            edges,
-            "--prefix",
-            "none",
-            "--format",
-            "{p} {f}",
-        ],
-        &repo().join("Cargo.toml"),
-    );
+/// `cargo tree` of `selection` (the packages and edges a build selects), for this machine's platform:
+/// each package with its features, once.
+fn features(selection: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "tree", "--locked", "--prefix", "none", "--format", "{p} {f}",
+    ];
+    args.extend_from_slice(selection);
+    let output = cargo(&args, &repo().join("Cargo.toml"));
     let mut packages: Vec<String> = String::from_utf8_lossy(&output)
         .lines()
         .map(|line| line.trim_end_matches(" (*)").to_owned())
@@ -436,29 +426,47 @@ fn features(edges: &str) -> Vec<String> {
     packages
 }
 
+/// Every build the README's commands make (the demo's, the tests', the package suites' `cargo test -p
+/// turngate`, `maturin develop` and the addon's) builds each shared dependency with the same features,
+/// so none compiles a crate, and all above it, again.
 #[test]
-fn the_tests_build_every_shared_dependency_with_the_features_the_demo_builds() {
-    let demo = features("normal,build");
-    let tests = features("normal,build,dev");
+fn every_build_of_the_two_commands_takes_the_demo_s_dependencies_as_built() {
+    let demo = features(&["--workspace", "--edges", "normal,build"]);
     let name_version = |line: &str| line.split(' ').take(2).collect::<Vec<_>>().join(" ");
-    let differing: Vec<String> = tests
-        .iter()
-        .filter(|line| !demo.contains(line))
-        .filter(|line| demo.iter().any(|d| name_version(d) == name_version(line)))
-        .map(|line| {
-            let built = demo
+    let builds: [(&str, &[&str]); 4] = [
+        (
+            "cargo test --workspace",
+            &["--workspace", "--edges", "normal,build,dev"],
+        ),
+        (
+            "cargo test -p turngate",
+            &["-p", "turngate", "--edges", "normal,build,dev"],
+        ),
+        (
+            "maturin develop",
+            &["-p", "turngate-python", "--edges", "normal,build"],
+        ),
+        (
+            "the Node addon",
+            &["-p", "turngate-node", "--edges", "normal,build"],
+        ),
+    ];
+    let mut differing = Vec::new();
+    for (build, selection) in builds {
+        for line in features(selection) {
+            let built: Vec<&String> = demo
                 .iter()
-                .filter(|d| name_version(d) == name_version(line));
-            format!(
-                "{line} (the demo: {})",
-                built.cloned().collect::<Vec<_>>().join(", ")
-            )
-        })
-        .collect();
+                .filter(|d| name_version(d) == name_version(&line))
+                .collect();
+            if !built.is_empty() && !built.contains(&&line) {
+                differing.push(format!("{build}: {line} (the demo: {built:?})"));
+            }
+        }
+    }
     assert!(
         differing.is_empty(),
-        "the tests build these with other features than the demo did, so they and all above them \
-         compile twice (ask for the features in host/Cargo.toml's [dependencies]):\n{}",
+        "these builds take crates with other features than the demo did, so those and all above them \
+         compile again (ask for the features in host/Cargo.toml's [dependencies]):\n{}",
         differing.join("\n")
     );
 }
