@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -47,8 +46,8 @@ pub struct Descriptor {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// What names a manifest within a repository: a tag, or the digest of its bytes. A tag cannot hold
-/// `:`, so text that does is a digest, and must be a SHA-256 one.
+/// What names a manifest within a repository: a tag, or the digest of its bytes (a tag cannot hold
+/// `:`, so `Source::parse` takes text that does for a digest, which must be a SHA-256 one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TagOrDigest {
     /// A tag (`[A-Za-z0-9_][A-Za-z0-9_.-]*`).
@@ -71,17 +70,6 @@ impl TagOrDigest {
         match self {
             TagOrDigest::Tag(tag) => Some(tag),
             TagOrDigest::Digest(_) => None,
-        }
-    }
-}
-
-impl FromStr for TagOrDigest {
-    type Err = DigestError;
-
-    fn from_str(text: &str) -> Result<TagOrDigest, DigestError> {
-        match text.contains(':') {
-            true => text.parse().map(TagOrDigest::Digest),
-            false => Ok(TagOrDigest::Tag(text.to_owned())),
         }
     }
 }
@@ -337,21 +325,6 @@ mod tests {
             "layers": layers,
         }))
         .unwrap()
-    }
-
-    #[test]
-    fn text_with_a_colon_is_a_digest_and_must_be_one() {
-        let digest = Sha256Digest::of(b"x");
-        assert_eq!(
-            digest.to_string().parse::<TagOrDigest>(),
-            Ok(TagOrDigest::Digest(digest))
-        );
-        assert_eq!(
-            "1.2".parse::<TagOrDigest>(),
-            Ok(TagOrDigest::Tag("1.2".into()))
-        );
-        assert!("sha256:ab".parse::<TagOrDigest>().is_err());
-        assert!("sha512:ab".parse::<TagOrDigest>().is_err());
     }
 
     #[test]

@@ -123,7 +123,7 @@ impl Source {
     pub fn tag_or_digest(&self) -> Option<TagOrDigest> {
         match self {
             Source::Registry(reference) => match (reference.digest(), reference.tag()) {
-                // Parsing let only a SHA-256 digest through.
+                // `registry_reference` took only a SHA-256 digest.
                 (Some(digest), _) => digest.parse().ok().map(TagOrDigest::Digest),
                 (None, tag) => tag.map(|tag| TagOrDigest::Tag(tag.to_owned())),
             },

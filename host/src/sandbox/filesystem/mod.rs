@@ -125,14 +125,19 @@ pub(crate) use view_error_codes;
 /// `descriptor_type`: a generation's `descriptor-type` of an entry kind (the same names in 0.2 and 0.3
 /// but for what an unknown kind is).
 /// The `open-at` flags of a generation (its `path-flags`, `open-flags` and `descriptor-flags`, each a
-/// type of its own bindings) as the view's [`OpenRequest`]: `open_request_flags!(PathFlags, OpenFlags,
-/// DescriptorFlags)` in each generation's module.
+/// type of its own bindings) as the view's [`OpenRequest`], and `follows`, whether path flags follow a
+/// last symlink: `open_request_flags!(PathFlags, OpenFlags, DescriptorFlags)` in each generation's
+/// module.
 macro_rules! open_request_flags {
     ($path:ident, $open:ident, $descriptor:ident) => {
+        fn follows(flags: $path) -> bool {
+            flags.contains($path::SYMLINK_FOLLOW)
+        }
+
         impl From<$path> for OpenRequest {
             fn from(flags: $path) -> OpenRequest {
                 let mut request = OpenRequest::empty();
-                request.set(OpenRequest::FOLLOW, flags.contains($path::SYMLINK_FOLLOW));
+                request.set(OpenRequest::FOLLOW, follows(flags));
                 request
             }
         }

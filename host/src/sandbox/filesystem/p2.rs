@@ -88,10 +88,6 @@ fn new_time(stamp: NewTimestamp) -> Result<NewTime, Failure> {
     }
 }
 
-fn follows(flags: PathFlags) -> bool {
-    flags.contains(PathFlags::SYMLINK_FOLLOW)
-}
-
 impl preopens::Host for ViewCtx<'_> {
     fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
         self.preopens()

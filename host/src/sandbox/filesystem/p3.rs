@@ -105,10 +105,6 @@ fn new_time(stamp: NewTimestamp) -> Result<NewTime, Failure> {
     }
 }
 
-fn follows(flags: PathFlags) -> bool {
-    flags.contains(PathFlags::SYMLINK_FOLLOW)
-}
-
 /// Runs `op` on the call's view, between two awaits of the guest (no view borrow is held across one).
 fn on_view<U, R>(
     store: &Accessor<U, ViewFilesystem>,
