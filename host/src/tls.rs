@@ -31,7 +31,7 @@ pub(crate) fn client_config() -> Arc<rustls::ClientConfig> {
 
 /// A reqwest client builder speaking TLS with [`client_config`].
 pub(crate) fn http_client() -> reqwest::ClientBuilder {
-    reqwest::Client::builder().use_preconfigured_tls(client_config().as_ref().clone())
+    reqwest::Client::builder().tls_backend_preconfigured(client_config().as_ref().clone())
 }
 
 #[cfg(test)]
