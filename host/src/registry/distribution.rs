@@ -123,7 +123,7 @@ impl Registry {
             .connect_timeout(options.stall)
             .read_timeout(options.stall)
             .build()
-            .map_err(|e| RegistryError::Http(e.to_string()))?;
+            .map_err(RegistryError::Http)?;
         Ok(Registry {
             auth: credentials(&registry),
             reference: reference.clone(),
@@ -162,7 +162,7 @@ impl Registry {
             .client
             .auth(&self.reference, &self.auth, operation)
             .await
-            .map_err(|e| RegistryError::Auth(e.to_string()))?;
+            .map_err(RegistryError::Auth)?;
         let value = match (token, &self.auth) {
             (Some(token), _) => format!("Bearer {token}"),
             (None, RegistryAuth::Basic(user, password)) => {
@@ -174,8 +174,7 @@ impl Registry {
             (None, RegistryAuth::Bearer(token)) => format!("Bearer {token}"),
             (None, RegistryAuth::Anonymous) => return Ok(None),
         };
-        let mut value =
-            HeaderValue::from_str(&value).map_err(|e| RegistryError::Auth(e.to_string()))?;
+        let mut value = HeaderValue::from_str(&value).map_err(RegistryError::Credentials)?;
         value.set_sensitive(true);
         Ok(Some(value))
     }
@@ -202,7 +201,10 @@ impl Registry {
         let mut response = request
             .send()
             .await
-            .map_err(|e| RegistryError::request(url, &e))?;
+            .map_err(|source| RegistryError::Request {
+                url: url.to_owned(),
+                source,
+            })?;
         match response.status() {
             reqwest::StatusCode::NOT_FOUND => return Ok(None),
             status if !status.is_success() => {
@@ -224,7 +226,10 @@ impl Registry {
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|e| RegistryError::request(url, &e))?
+            .map_err(|source| RegistryError::Request {
+                url: url.to_owned(),
+                source,
+            })?
         {
             if body.len() as u64 + chunk.len() as u64 > limit {
                 return Err(RegistryError::TooLarge {
@@ -297,7 +302,10 @@ impl Registry {
         let mut response = request
             .send()
             .await
-            .map_err(|e| RegistryError::request(&url, &e))?;
+            .map_err(|source| RegistryError::Request {
+                url: url.clone(),
+                source,
+            })?;
         if !response.status().is_success() {
             return Err(RegistryError::Status {
                 url,
@@ -309,7 +317,10 @@ impl Registry {
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|e| RegistryError::request(&url, &e))?
+            .map_err(|source| RegistryError::Request {
+                url: url.clone(),
+                source,
+            })?
         {
             received += chunk.len() as u64;
             if received > descriptor.size {
@@ -382,12 +393,12 @@ impl Registry {
         self.client
             .auth(&target, &self.auth, RegistryOperation::Push)
             .await
-            .map_err(|e| RegistryError::Auth(e.to_string()))?;
+            .map_err(RegistryError::Auth)?;
         for (bytes, digest) in blobs {
             self.client
                 .push_blob(&target, bytes.to_vec(), &digest.to_string())
                 .await
-                .map_err(|e| RegistryError::Push(e.to_string()))?;
+                .map_err(RegistryError::Push)?;
         }
         let (registry, repository) = (
             self.reference.registry().to_owned(),
@@ -406,7 +417,7 @@ impl Registry {
                 HeaderValue::from_static(OCI_MANIFEST),
             )
             .await
-            .map_err(|e| RegistryError::Push(e.to_string()))?;
+            .map_err(RegistryError::Push)?;
         Ok(Sha256Digest::of(manifest))
     }
 }
@@ -442,5 +453,38 @@ mod tests {
             Registry::connect(&reference, &options),
             Err(RegistryError::PlainHttp(_))
         ));
+    }
+
+    /// A request that fails keeps what failed as its cause (the CLI prints the chain), and says it once.
+    #[tokio::test]
+    async fn a_registry_nothing_answers_is_an_error_that_keeps_its_cause() {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let reference: Reference = format!("127.0.0.1:{port}/acme/tool:1").parse().unwrap();
+        let options = RegistryOptions {
+            plain_http: true,
+            ..RegistryOptions::default()
+        };
+        let registry = Registry::connect(&reference, &options).unwrap();
+        let error = registry
+            .manifest(&TagOrDigest::Tag("1".to_owned()), 1024)
+            .await
+            .unwrap_err();
+        let chain: Vec<String> =
+            std::iter::successors(Some(&error as &dyn std::error::Error), |e| e.source())
+                .map(ToString::to_string)
+                .collect();
+        assert!(
+            matches!(
+                error,
+                RegistryError::Request { .. } | RegistryError::Auth(_)
+            ),
+            "{chain:?}"
+        );
+        let refused = |text: &String| text.to_lowercase().contains("connection refused");
+        assert!(chain[1..].iter().any(refused), "{chain:?}");
+        assert!(!refused(&chain[0]), "{chain:?}");
     }
 }

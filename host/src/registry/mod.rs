@@ -42,15 +42,20 @@ pub enum RegistryError {
     #[error("plain http is only for a loopback registry, and `{0}` is not one")]
     PlainHttp(String),
     /// The HTTP client could not be made.
-    #[error("the HTTP client: {0}")]
-    Http(String),
+    #[error("the HTTP client could not be made")]
+    Http(#[source] reqwest::Error),
     /// A request failed (connection, TLS, a stall past the limit, a body cut).
-    #[error("{url}: {reason}")]
+    #[error("{url}: {}", if .source.is_timeout() {
+        "the registry sent nothing for longer than the stall limit"
+    } else {
+        "the request failed"
+    })]
     Request {
         /// What was requested.
         url: String,
         /// What went wrong.
-        reason: String,
+        #[source]
+        source: reqwest::Error,
     },
     /// The registry answered with an error status.
     #[error("{url}: the registry answered {status}")]
@@ -60,9 +65,12 @@ pub enum RegistryError {
         /// The status.
         status: u16,
     },
-    /// Authenticating failed.
-    #[error("authenticating to the registry: {0}")]
-    Auth(String),
+    /// The registry's token service refused, or could not be reached.
+    #[error("authenticating to the registry")]
+    Auth(#[source] oci_client::errors::OciDistributionError),
+    /// The credentials hold what an HTTP header cannot carry.
+    #[error("the registry credentials cannot be sent in an Authorization header")]
+    Credentials(#[source] http::header::InvalidHeaderValue),
     /// Something was larger than allowed.
     #[error("{url} is larger than the {limit} bytes allowed")]
     TooLarge {
@@ -107,30 +115,9 @@ pub enum RegistryError {
     #[error("layout {0}")]
     Layout(String),
     /// Pushing failed.
-    #[error("pushing: {0}")]
-    Push(String),
+    #[error("pushing to the registry")]
+    Push(#[source] oci_client::errors::OciDistributionError),
     /// Writing what was received locally failed.
     #[error("writing what the registry sent")]
     Io(#[source] std::io::Error),
-}
-
-impl RegistryError {
-    pub(crate) fn request(url: &str, error: &reqwest::Error) -> RegistryError {
-        let reason = if error.is_timeout() {
-            "the registry sent nothing for longer than the stall limit".to_owned()
-        } else {
-            use std::error::Error as _;
-            let mut reason = error.to_string();
-            let mut source = error.source();
-            while let Some(cause) = source {
-                reason.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            reason
-        };
-        RegistryError::Request {
-            url: url.to_owned(),
-            reason,
-        }
-    }
 }
