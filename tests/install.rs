@@ -14,7 +14,7 @@
 //! versions the binding tests pin.
 //!
 //! The packages and release step, not the test command: building the static CLI compiles every
-//! dependency again for musl (about seven minutes on two cores), so these tests are `#[ignore]`d in
+//! dependency again for musl (about four minutes on two cores), so these tests are `#[ignore]`d in
 //! `cargo test --workspace` and run by `.ci/run` after it, with the Python and Node packages' own
 //! suites, as `cargo test -p turngate --test python --test node --test install -- --ignored` (the
 //! README names both commands).
