@@ -373,8 +373,10 @@ impl Registry {
                 None => return Ok(Index::default()),
             },
         };
-        serde_json::from_slice(&body)
-            .map_err(|e| RegistryError::Descriptor(format!("a referrers index: {e}")))
+        serde_json::from_slice(&body).map_err(|source| RegistryError::DescriptorJson {
+            what: "a referrers index",
+            source,
+        })
     }
 
     /// Pushes `blobs` (bytes and their digests) and then `manifest` under `name`; answers the

@@ -245,8 +245,11 @@ async fn vouch(
         .manifest(Some(&signature_tag), MAX_MANIFEST_BYTES)
         .await?
     {
-        let signatures: Manifest = serde_json::from_slice(&bytes)
-            .map_err(|e| RegistryError::Descriptor(format!("the signature manifest: {e}")))?;
+        let signatures: Manifest =
+            serde_json::from_slice(&bytes).map_err(|source| RegistryError::DescriptorJson {
+                what: "the signature manifest",
+                source,
+            })?;
         for layer in signatures
             .layers
             .iter()

@@ -38,7 +38,10 @@ pub struct Layout {
 impl Layout {
     /// Opens the layout at `path` (for writing, creating it when `create`).
     pub fn open(path: &Path, create: bool) -> Result<Layout, RegistryError> {
-        let io = |e: std::io::Error| RegistryError::Layout(format!("{}: {e}", path.display()));
+        let io = |source| RegistryError::LayoutIo {
+            path: path.to_path_buf(),
+            source,
+        };
         if create {
             std::fs::create_dir_all(path.join("blobs/sha256")).map_err(io)?;
         }
@@ -60,8 +63,11 @@ impl Layout {
             )?;
         }
         let marker = layout.read("oci-layout", 4096)?;
-        let version: serde_json::Value = serde_json::from_slice(&marker)
-            .map_err(|e| RegistryError::Layout(format!("oci-layout: {e}")))?;
+        let version: serde_json::Value =
+            serde_json::from_slice(&marker).map_err(|source| RegistryError::LayoutJson {
+                file: "oci-layout",
+                source,
+            })?;
         if version["imageLayoutVersion"] != "1.0.0" {
             return Err(RegistryError::Layout(format!(
                 "{}: not an OCI image layout 1.0.0",
@@ -78,17 +84,19 @@ impl Layout {
 
     /// The regular file `name` (beneath the layout, no link followed), at most `limit` bytes.
     fn read(&self, name: &str, limit: u64) -> Result<Vec<u8>, RegistryError> {
-        let fail =
-            |why: String| RegistryError::Layout(format!("{}/{name}: {why}", self.path.display()));
+        let fail = |source| RegistryError::LayoutIo {
+            path: self.path.join(name),
+            source,
+        };
         let mut options = OpenOptions::new();
         options.read(true).follow(FollowSymlinks::No);
-        let file = self
-            .dir
-            .open_with(name, &options)
-            .map_err(|e| fail(e.to_string()))?;
-        let metadata = file.metadata().map_err(|e| fail(e.to_string()))?;
+        let file = self.dir.open_with(name, &options).map_err(fail)?;
+        let metadata = file.metadata().map_err(fail)?;
         if !metadata.is_file() {
-            return Err(fail("not a regular file".into()));
+            return Err(RegistryError::Layout(format!(
+                "{}/{name}: not a regular file",
+                self.path.display()
+            )));
         }
         if metadata.len() > limit {
             return Err(RegistryError::TooLarge {
@@ -100,7 +108,7 @@ impl Layout {
         file.into_std()
             .take(limit + 1)
             .read_to_end(&mut bytes)
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(fail)?;
         if bytes.len() as u64 > limit {
             return Err(RegistryError::TooLarge {
                 url: format!("{}/{name}", self.path.display()),
@@ -111,8 +119,9 @@ impl Layout {
     }
 
     fn write_file(&self, name: &str, bytes: &[u8]) -> Result<(), RegistryError> {
-        let fail = |e: std::io::Error| {
-            RegistryError::Layout(format!("{}/{name}: {e}", self.path.display()))
+        let fail = |source| RegistryError::LayoutIo {
+            path: self.path.join(name),
+            source,
         };
         let temp = format!("{name}.{:016x}.tmp", fastrand::u64(..));
         let mut options = OpenOptions::new();
@@ -127,8 +136,10 @@ impl Layout {
 
     fn index(&self, limit: u64) -> Result<Index, RegistryError> {
         let bytes = self.read("index.json", limit)?;
-        serde_json::from_slice(&bytes)
-            .map_err(|e| RegistryError::Layout(format!("index.json: {e}")))
+        serde_json::from_slice(&bytes).map_err(|source| RegistryError::LayoutJson {
+            file: "index.json",
+            source,
+        })
     }
 
     /// The manifest `name`d (`None`: the only one the index lists), held to its digest; `Ok(None)`
@@ -236,8 +247,11 @@ impl Layout {
             }
         }
         if let Some((bytes, _)) = self.manifest(Some(&TagOrDigest::Tag(digest.dashed())), limit)? {
-            let tagged: Index = serde_json::from_slice(&bytes)
-                .map_err(|e| RegistryError::Descriptor(format!("a referrers index: {e}")))?;
+            let tagged: Index =
+                serde_json::from_slice(&bytes).map_err(|source| RegistryError::DescriptorJson {
+                    what: "a referrers index",
+                    source,
+                })?;
             referrers.manifests.extend(tagged.manifests);
         }
         Ok(referrers)
@@ -273,5 +287,30 @@ impl Layout {
             &serde_json::to_vec(&index).expect("an index serializes"),
         )?;
         Ok(digest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What could not be read, and why, stays a cause the CLI prints after the file it names.
+    #[test]
+    fn a_layout_that_cannot_be_read_keeps_the_io_or_json_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        let error = Layout::open(&missing, false).err().expect("no such layout");
+        assert!(
+            matches!(&error, RegistryError::LayoutIo { path, source }
+                if path == &missing && source.kind() == std::io::ErrorKind::NotFound),
+            "{error:?}"
+        );
+
+        let layout = Layout::open(dir.path(), true).unwrap();
+        std::fs::write(dir.path().join("index.json"), b"{not json").unwrap();
+        let error = layout.manifest(None, 4096).expect_err("a broken index");
+        let source = std::error::Error::source(&error).expect("the cause is kept");
+        assert!(source.is::<serde_json::Error>(), "{error:?}");
+        assert_eq!(error.to_string(), "layout index.json");
     }
 }

@@ -111,9 +111,36 @@ pub enum RegistryError {
     /// A descriptor or index is malformed.
     #[error("{0}")]
     Descriptor(String),
+    /// A manifest or index received is not the JSON it must be.
+    #[error("{what}")]
+    DescriptorJson {
+        /// What it was ("a referrers index", "the signature manifest").
+        what: &'static str,
+        /// Why it does not parse.
+        #[source]
+        source: serde_json::Error,
+    },
     /// The layout directory cannot be used.
     #[error("layout {0}")]
     Layout(String),
+    /// A file of the layout could not be opened, read or written.
+    #[error("layout {}", .path.display())]
+    LayoutIo {
+        /// The file (or the layout directory).
+        path: std::path::PathBuf,
+        /// What failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file of the layout is not the JSON it must be.
+    #[error("layout {file}")]
+    LayoutJson {
+        /// The file (`oci-layout`, `index.json`).
+        file: &'static str,
+        /// Why it does not parse.
+        #[source]
+        source: serde_json::Error,
+    },
     /// Pushing failed.
     #[error("pushing to the registry")]
     Push(#[source] oci_client::errors::OciDistributionError),
