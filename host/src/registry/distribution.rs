@@ -198,13 +198,7 @@ impl Registry {
         if let Some(authorization) = self.pull_authorization().await? {
             request = request.header(AUTHORIZATION, authorization);
         }
-        let mut response = request
-            .send()
-            .await
-            .map_err(|source| RegistryError::Request {
-                url: url.to_owned(),
-                source,
-            })?;
+        let mut response = request.send().await.map_err(RegistryError::request(url))?;
         match response.status() {
             reqwest::StatusCode::NOT_FOUND => return Ok(None),
             status if !status.is_success() => {
@@ -226,10 +220,7 @@ impl Registry {
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|source| RegistryError::Request {
-                url: url.to_owned(),
-                source,
-            })?
+            .map_err(RegistryError::request(url))?
         {
             if body.len() as u64 + chunk.len() as u64 > limit {
                 return Err(RegistryError::TooLarge {
@@ -299,13 +290,7 @@ impl Registry {
         if let Some(authorization) = self.pull_authorization().await? {
             request = request.header(AUTHORIZATION, authorization);
         }
-        let mut response = request
-            .send()
-            .await
-            .map_err(|source| RegistryError::Request {
-                url: url.clone(),
-                source,
-            })?;
+        let mut response = request.send().await.map_err(RegistryError::request(&url))?;
         if !response.status().is_success() {
             return Err(RegistryError::Status {
                 url,
@@ -317,10 +302,7 @@ impl Registry {
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|source| RegistryError::Request {
-                url: url.clone(),
-                source,
-            })?
+            .map_err(RegistryError::request(&url))?
         {
             received += chunk.len() as u64;
             if received > descriptor.size {

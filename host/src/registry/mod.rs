@@ -148,3 +148,11 @@ pub enum RegistryError {
     #[error("writing what the registry sent")]
     Io(#[source] std::io::Error),
 }
+
+impl RegistryError {
+    /// A failed request to `url`, keeping reqwest's error as its cause.
+    pub(crate) fn request(url: &str) -> impl FnOnce(reqwest::Error) -> RegistryError {
+        let url = url.to_owned();
+        move |source| RegistryError::Request { url, source }
+    }
+}
