@@ -317,6 +317,27 @@ fn tools_check_rejects_a_component_that_imports_sockets() {
     );
 }
 
+#[test]
+fn a_component_that_does_not_compile_is_refused_with_the_compilers_reason() {
+    // A component header, then bytes no validator accepts: the child that compiles for the CLI refuses
+    // them, and what it said is the refusal's reason, not only that it failed.
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.wasm");
+    std::fs::write(&broken, b"\0asm\x0d\x00\x01\x00\xff\xff\xff\xff").unwrap();
+    let out = turngate()
+        .args(["tools", "check"])
+        .arg(&broken)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("does not compile"), "{text}");
+    assert!(
+        text.contains("section") && !text.contains("ended with"),
+        "the compiler's own reason is not given: {text}"
+    );
+}
+
 fn fixture(path: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures")

@@ -350,13 +350,17 @@ fn with_an_empty_cache_every_tool_is_compiled_once_in_the_background_and_no_call
         .env("TURNGATE_TEST_HOLD_PREPARE_ALL", &release);
     let mut server = Server::spawn(command);
     server.initialize(json!({}));
-    let prepared = || -> Vec<String> {
+    // What the process compiled, and what it loaded (its code compiled or mapped from the cache).
+    let recorded = |what: &str| -> Vec<String> {
         std::fs::read_to_string(record.path())
             .unwrap()
             .lines()
+            .filter_map(|line| line.strip_prefix(what))
             .map(str::to_owned)
             .collect()
     };
+    let compiled = || recorded("compiled ");
+    let loaded = || recorded("prepared ");
 
     // Listing waits for no compile: the background preparation is held, and every tool is listed.
     let listed = server.request("tools/list", json!({}));
@@ -370,9 +374,9 @@ fn with_an_empty_cache_every_tool_is_compiled_once_in_the_background_and_no_call
         assert!(names.contains(&name), "{name} not listed: {names:?}");
     }
     assert_eq!(
-        prepared(),
-        Vec::<String>::new(),
-        "a tool was compiled to list it"
+        std::fs::read_to_string(record.path()).unwrap(),
+        "",
+        "a tool was compiled or loaded to list it"
     );
     // The threads that prepare in the background run only when nothing else wants the CPU (Linux's
     // SCHED_IDLE, policy 5), so that the compile does not slow the calls that come meanwhile. Each
@@ -402,35 +406,154 @@ fn with_an_empty_cache_every_tool_is_compiled_once_in_the_background_and_no_call
     // A call while the background preparation has not started compiles its own tool, and no other.
     let read = server.call("read_file", json!({"path": "a.txt"}));
     assert_eq!(read["structuredContent"]["output"], "first\n", "{read}");
-    assert_eq!(prepared().len(), 1, "{:?}", prepared());
+    assert_eq!(compiled().len(), 1, "{:?}", compiled());
+    assert_eq!(loaded(), compiled());
 
     // Released, the background preparation compiles every other tool, each once, and not the one the
-    // call prepared.
+    // call prepared; it loads none of them: the server keeps only the code of the tool it was called
+    // for (what it compiled in the background stays in the cache until a call asks for it).
     std::fs::write(&release, "").unwrap();
     let bundled = names.len();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while prepared().len() < bundled && Instant::now() < deadline {
+    while compiled().len() < bundled && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(
-        prepared().len(),
+        compiled().len(),
         bundled,
         "not every tool was compiled in the background: {:?}",
-        prepared()
+        compiled()
     );
-    let mut unique = prepared();
+    let mut unique = compiled();
     unique.sort();
     unique.dedup();
     assert_eq!(
         unique.len(),
         bundled,
-        "a tool was prepared twice: {:?}",
-        prepared()
+        "a tool was compiled twice: {:?}",
+        compiled()
+    );
+    let entries = std::fs::read_dir(cache.path())
+        .unwrap()
+        .filter(|entry| {
+            let name = entry.as_ref().unwrap().file_name();
+            name.to_str().unwrap().ends_with(".cwasm")
+        })
+        .count();
+    assert_eq!(entries, bundled, "every compiled tool is in the cache");
+    assert_eq!(
+        loaded().len(),
+        1,
+        "the background loaded code: {:?}",
+        loaded()
     );
     let read = server.call("read_file", json!({"path": "a.txt"}));
     assert_eq!(read["structuredContent"]["output"], "first\n", "{read}");
-    assert_eq!(prepared().len(), bundled, "{:?}", prepared());
+    let write = server.call("write_file", json!({"path": "b.txt", "content": "b"}));
+    assert_eq!(write["isError"], false, "{write}");
+    assert_eq!(compiled().len(), bundled, "{:?}", compiled());
+    assert_eq!(loaded().len(), 2, "{:?}", loaded());
     assert!(server.finish().success());
+}
+
+/// The anonymous resident memory of process `pid` (its heaps and anonymous mappings, not the pages of
+/// its binary or of files it mapped), in KiB, from `/proc`.
+fn anonymous_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("RssAnon:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The peak resident memory of process `pid` (`VmHWM`), in KiB, from `/proc`.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The anonymous memory of `server` once it stops changing (two readings 200 ms apart within 256 KiB).
+fn settled_anonymous_kib(server: &Server) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = anonymous_kib(server.child.id());
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = anonymous_kib(server.child.id());
+        if now.abs_diff(last) <= 256 || Instant::now() >= deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+#[test]
+fn a_server_that_compiled_every_tool_holds_no_more_memory_than_one_that_found_them_cached() {
+    let root = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let start = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
+        command
+            .args(["mcp", "--root"])
+            .arg(root.path())
+            .arg("--cache-dir")
+            .arg(cache.path());
+        let mut server = Server::spawn(command);
+        server.initialize(json!({}));
+        server
+    };
+    let listed = |server: &mut Server| {
+        server.request("tools/list", json!({}))["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    // From an empty cache: the background compiles every tool (Cranelift's heaps on its threads).
+    let mut empty = start();
+    let bundled = listed(&mut empty);
+    let entries = || {
+        std::fs::read_dir(cache.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_str()
+                    .unwrap()
+                    .ends_with(".cwasm")
+            })
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while entries() < bundled && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        entries(),
+        bundled,
+        "the background did not compile every tool"
+    );
+    let after_compile = settled_anonymous_kib(&empty);
+    let empty_peak = peak_kib(empty.child.id());
+    // From the cache it filled: nothing compiled, nothing loaded until a call.
+    let mut warm = start();
+    assert_eq!(listed(&mut warm), bundled);
+    std::thread::sleep(Duration::from_millis(500));
+    let warm_start = settled_anonymous_kib(&warm);
+    let warm_peak = peak_kib(warm.child.id());
+    // What the compile used is given back: Cranelift's contexts go with the engine that compiled, the
+    // freed heap goes back to the system, and no tool's code is kept.
+    assert!(
+        after_compile <= warm_start + 10 * 1024,
+        "after compiling every tool the server holds {after_compile} KiB of anonymous memory, one \
+         that found them cached {warm_start} KiB"
+    );
+    // And the compile's own peak is not the server's: it compiles in a child of its own.
+    assert!(
+        empty_peak <= warm_peak + 16 * 1024,
+        "compiling every tool took the server's resident memory to {empty_peak} KiB, a warm start's \
+         to {warm_peak} KiB"
+    );
+    assert!(empty.finish().success());
+    assert!(warm.finish().success());
 }
 
 #[test]

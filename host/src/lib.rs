@@ -91,6 +91,6 @@ pub use pipeline::{
 };
 pub use policy::{Approval, Policy};
 pub use root::Root;
-pub use sandbox::{CacheSetting, Instances, Limits};
+pub use sandbox::{CacheSetting, CompileIn, Instances, Limits};
 pub use toolbox::{CallContext, LoadedTool, ToolOrigin, Toolbox, ToolboxBuilder, ToolboxError};
 pub use turn::{CallKind, Provider, Turn, TurnStatus};

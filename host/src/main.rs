@@ -10,10 +10,11 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use turngate::audit::{AuditRecord, write_jsonl};
+use turngate::sandbox::{COMPILE_COMMAND, compile_command};
 use turngate::turn::Provider;
 use turngate::{
-    CacheSetting, CallContext, Cancel, Effects, Limits, Policy, Root, Toolbox, ToolboxBuilder,
-    TurnHooks, TurnOptions, UndoTarget, call_audited, process_turn_with,
+    CacheSetting, CallContext, Cancel, CompileIn, Effects, Limits, Policy, Root, Toolbox,
+    ToolboxBuilder, TurnHooks, TurnOptions, UndoTarget, call_audited, process_turn_with,
 };
 
 use turngate::live::agent::{Agent, AgentConfig, RegenerationPolicy};
@@ -424,8 +425,13 @@ impl SandboxArgs {
             (None, false) => CacheSetting::Default,
         };
         // Every command runs its calls in the pool (the library's default): reserving it costs less
-        // than one call's instance allocated on demand, even for a one-shot `turngate call`.
-        Toolbox::builder().limits(limits).cache(cache)
+        // than one call's instance allocated on demand, even for a one-shot `turngate call`. What is
+        // not in the cache is compiled in a child (this program again, `main`), whose memory and any
+        // compiler crash end with it.
+        Toolbox::builder()
+            .limits(limits)
+            .cache(cache)
+            .compile_in(CompileIn::ChildProcess)
     }
 }
 
@@ -472,8 +478,18 @@ fn load_policy(path: Option<&PathBuf>) -> Result<Policy> {
     Policy::from_toml(&text).with_context(|| format!("policy {}", path.display()))
 }
 
+fn main() -> ExitCode {
+    // A child this program started to compile a component (`CompileIn::ChildProcess`), before anything
+    // else: no runtime, no arguments of a command.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|first| first == COMPILE_COMMAND) {
+        return compile_command(&args.collect::<Vec<_>>());
+    }
+    run_command()
+}
+
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> ExitCode {
+async fn run_command() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return usage(&error),

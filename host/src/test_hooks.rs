@@ -20,9 +20,10 @@
 //!   another machine is not this machine's to roll forward.
 //! * `TURNGATE_TEST_INLINE_LIMIT=<bytes>` replaces the most new content a call may write ahead into
 //!   the log (`0`: no call is written ahead, every apply flushes its staged files and directories).
-//! * `TURNGATE_TEST_PREPARE_RECORD=<file>` appends `prepared <sha256>` to that file each time the
-//!   sandbox prepares a component (compiles it, or loads it from the cache): which tools a process
-//!   compiled, and how often.
+//! * `TURNGATE_TEST_PREPARE_RECORD=<file>` appends `compiled <sha256>` to that file each time the
+//!   sandbox compiles a component, and `prepared <sha256>` each time it prepares one (its code compiled
+//!   or loaded from the cache into the process): which tools a process compiled and loaded, and how
+//!   often.
 //! * `TURNGATE_TEST_LOOPBACK_ONLY=1` refuses every connection to an address that is not loopback, in
 //!   the network transport (`network/transport.rs`), whatever the policy and the address checks
 //!   decided: the tests' machine may reach no other address, even when a check they exercise is broken.
@@ -128,12 +129,26 @@ pub(crate) fn inline_limit() -> Option<u64> {
     setting(&AT, "TURNGATE_TEST_INLINE_LIMIT").and_then(|limit| limit.parse().ok())
 }
 
-/// Records that the component with this digest was just prepared (compiled, or loaded from the cache).
+/// Records that the component with this digest was just compiled (into the cache, or for this process
+/// alone when there is none).
+pub(crate) fn compiled(sha256: &str) {
+    if let Some(path) = prepare_record() {
+        append(path, &format!("compiled {sha256}"));
+    }
+}
+
+/// Records that the component with this digest was just prepared (its code compiled or loaded from the
+/// cache into this process).
 pub(crate) fn prepared(sha256: &str) {
-    static AT: OnceLock<Option<String>> = OnceLock::new();
-    if let Some(path) = setting(&AT, "TURNGATE_TEST_PREPARE_RECORD") {
+    if let Some(path) = prepare_record() {
         append(path, &format!("prepared {sha256}"));
     }
+}
+
+/// The file compiles and preparations are recorded in, if the tests set one.
+fn prepare_record() -> Option<&'static str> {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    setting(&AT, "TURNGATE_TEST_PREPARE_RECORD")
 }
 
 /// Holds a cache entry's load between its check and its mapping, if the tests asked to act there.

@@ -28,8 +28,8 @@ use crate::policy::Policy;
 use crate::registry::trust::Trust;
 use crate::root::Root;
 use crate::sandbox::{
-    CacheSetting, EngineError, Instances, Limits, PrepareError, Prepared, RawDescriptor, RunError,
-    RunReport, Sandbox,
+    CacheSetting, CompileIn, EngineError, Instances, Limits, PrepareError, Prepared, RawDescriptor,
+    RunError, RunReport, Sandbox,
 };
 use crate::view::staging::STAGING_DIR;
 use crate::view::{CallView, Grant};
@@ -68,6 +68,9 @@ pub struct LoadedTool {
     source: Source,
     /// Set once; concurrent first calls wait for the one preparation.
     prepared: tokio::sync::OnceCell<Prepared>,
+    /// Set once the component's code is in the cache, put there by the background or by the first
+    /// call; a call that comes while the background compiles it waits for that compile.
+    compiled: tokio::sync::OnceCell<()>,
 }
 
 /// Where a tool's component bytes are, for preparing it when it is first called.
@@ -131,13 +134,43 @@ impl LoadedTool {
     /// The prepared component, made on first use (once, however many calls ask for it at once).
     async fn prepared(&self, sandbox: &Sandbox) -> Result<&Prepared, PrepareError> {
         self.prepared
-            .get_or_try_init(|| async { self.prepare(sandbox) })
+            .get_or_try_init(|| async {
+                if sandbox.caches() {
+                    self.compiled(sandbox).await?;
+                }
+                sandbox.prepare(&self.sha256, &self.bytes()?)
+            })
             .await
     }
 
-    /// Compiles (or loads from the cache) the tool's component.
-    fn prepare(&self, sandbox: &Sandbox) -> Result<Prepared, PrepareError> {
-        let bytes: Cow<'_, [u8]> = match &self.source {
+    /// Makes sure the cache holds the component's compiled code (once, whoever asks first), without
+    /// loading it (see [`Sandbox::precompile`]).
+    async fn compiled(&self, sandbox: &Sandbox) -> Result<(), PrepareError> {
+        self.compiled
+            .get_or_try_init(|| async {
+                if self.prepared.initialized() {
+                    return Ok(());
+                }
+                sandbox.precompile(&self.sha256, &self.bytes()?)
+            })
+            .await
+            .copied()
+    }
+
+    /// What the background does ahead of the tool's first call: its code compiled into the cache,
+    /// not loaded (a server keeps no code of a tool nobody called); with no cache, the tool prepared.
+    async fn prepare_ahead(&self, sandbox: &Sandbox) -> Result<(), PrepareError> {
+        if sandbox.caches() {
+            self.compiled(sandbox).await
+        } else {
+            self.prepared(sandbox).await.map(drop)
+        }
+    }
+
+    /// The component's bytes: a file's are read again, and must still have the digest it was loaded
+    /// with.
+    fn bytes(&self) -> Result<Cow<'_, [u8]>, PrepareError> {
+        Ok(match &self.source {
             Source::Bundled(bytes) => Cow::Borrowed(bytes),
             Source::Bytes(bytes) => Cow::Borrowed(bytes),
             Source::File(path) => {
@@ -151,8 +184,7 @@ impl LoadedTool {
                 }
                 Cow::Owned(bytes)
             }
-        };
-        sandbox.prepare(&self.sha256, &bytes)
+        })
     }
 
     /// Whether `input` is valid against the tool's schema.
@@ -244,6 +276,7 @@ pub struct ToolboxBuilder {
     trust: Trust,
     max_concurrent: usize,
     instances: Instances,
+    compile_in: CompileIn,
     resolver: Arc<dyn Resolver>,
 }
 
@@ -262,6 +295,7 @@ impl Default for ToolboxBuilder {
             trust: Trust::default(),
             max_concurrent: DEFAULT_MAX_CONCURRENT,
             instances: Instances::default(),
+            compile_in: CompileIn::default(),
             resolver: Arc::new(SystemResolver),
         }
     }
@@ -342,6 +376,15 @@ impl ToolboxBuilder {
         self
     }
 
+    /// Where components not in the cache are compiled: in this process by default; a program that
+    /// hands [`COMPILE_COMMAND`](crate::sandbox::COMPILE_COMMAND) to
+    /// [`compile_command`](crate::sandbox::compile_command) may compile them in a child of its own, so
+    /// that a compile's memory never adds to its own (see [`CompileIn`]).
+    pub fn compile_in(mut self, compile_in: CompileIn) -> Self {
+        self.compile_in = compile_in;
+        self
+    }
+
     /// How the host resolves the names tools request (the system's resolver by default; a
     /// [`StaticResolver`](crate::network::StaticResolver) pins names to addresses).
     pub fn resolver(mut self, resolver: Arc<dyn Resolver>) -> Self {
@@ -357,6 +400,7 @@ impl ToolboxBuilder {
             &self.cache,
             self.max_concurrent,
             self.instances,
+            self.compile_in,
         )?;
         let mut pending: Vec<Pending> = Vec::new();
         if !self.without_bundled {
@@ -560,6 +604,7 @@ async fn load_tool(sandbox: &Sandbox, pending: Pending) -> Result<LoadedTool, To
         registry,
         source,
         prepared,
+        compiled: tokio::sync::OnceCell::new(),
     })
 }
 
@@ -640,15 +685,16 @@ impl Toolbox {
         }
     }
 
-    /// Prepares (compiles, or loads from the cache) every tool not prepared yet, one after another, on
-    /// the calling thread: what a long-running server does in the background when it starts, so that
-    /// no first call waits for its tool's compile. A call that comes meanwhile waits only for its own
-    /// tool, which is prepared once by whichever asks first; a tool that fails here fails again, with
-    /// its reason, when it is called.
+    /// Compiles every tool whose code is not in the cache yet, one after another, on the calling
+    /// thread, and loads none: what a long-running server does in the background when it starts, so
+    /// that no first call waits for its tool's compile, while the server holds only the code of the
+    /// tools it was called for, mapped from the cache (with no cache, every tool is prepared in
+    /// memory). A call that comes meanwhile waits only for its own tool, which is compiled once by
+    /// whichever asks first; a tool that fails here fails again, with its reason, when it is called.
     pub async fn prepare_all(&self) {
         crate::test_hooks::hold_prepare_all();
         for tool in self.tools.values() {
-            let _ = tool.prepared(&self.sandbox).await;
+            let _ = tool.prepare_ahead(&self.sandbox).await;
         }
     }
 

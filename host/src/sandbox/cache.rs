@@ -82,15 +82,15 @@ impl PrecompiledCache {
         }
     }
 
-    /// Loads `bytes` (whose SHA-256 is `sha256`) as a component: from the cache when an entry exists,
-    /// otherwise compiled and stored. A cache that cannot be read or written only costs time; it never
-    /// fails the load.
-    pub(crate) fn load(
-        &self,
-        engine: &Engine,
-        sha256: &str,
-        bytes: &[u8],
-    ) -> wasmtime::Result<Component> {
+    /// Whether a trusted entry for the component with this digest is there (it may still fail to
+    /// load, as any entry may: then it is compiled again).
+    pub(crate) fn holds(&self, sha256: &str) -> bool {
+        matches!(open_trusted(&self.entry(sha256)), Found::Trusted(_))
+    }
+
+    /// The component with this digest, mapped from its entry, if a trusted and usable one is there.
+    /// A cache that cannot be read only costs a compile; it never fails the load.
+    pub(crate) fn load(&self, engine: &Engine, sha256: &str) -> Option<Component> {
         let entry = self.entry(sha256);
         match open_trusted(&entry) {
             Found::Trusted(file) => {
@@ -99,11 +99,11 @@ impl PrecompiledCache {
                 // checked, whatever stands at the entry's name by now (without `/proc` the load fails
                 // and the component is compiled: slower, never unchecked).
                 let checked = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-                // SAFETY: the entry was written by `Component::serialize` of an engine with the same
-                // compatibility hash, into a directory only this user can write (checked through the
-                // descriptors); wasmtime checks the header again.
+                // SAFETY: the entry was written by `Engine::precompile_component` of an engine with
+                // the same compatibility hash, into a directory only this user can write (checked
+                // through the descriptors); wasmtime checks the header again.
                 match unsafe { Component::deserialize_file(engine, &checked) } {
-                    Ok(component) => return Ok(component),
+                    Ok(component) => return Some(component),
                     Err(e) => {
                         tracing::warn!("ignoring unusable cache entry {}: {e}", entry.display())
                     }
@@ -115,16 +115,16 @@ impl PrecompiledCache {
             ),
             Found::Absent => {}
         }
-        let component = Component::new(engine, bytes)?;
-        match component.serialize() {
-            Ok(code) => {
-                if let Err(e) = store(&entry, &code) {
-                    tracing::warn!("could not write cache entry {}: {e}", entry.display());
-                }
-            }
-            Err(e) => tracing::warn!("could not serialize {}: {e}", entry.display()),
+        None
+    }
+
+    /// Keeps `code` (the precompiled form of the component with this digest) as its entry. A cache
+    /// that cannot be written only costs the next process a compile.
+    pub(crate) fn store_code(&self, sha256: &str, code: &[u8]) {
+        let entry = self.entry(sha256);
+        if let Err(e) = store(&entry, code) {
+            tracing::warn!("could not write cache entry {}: {e}", entry.display());
         }
-        Ok(component)
     }
 }
 

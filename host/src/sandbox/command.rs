@@ -9,7 +9,7 @@ use bytes::Bytes;
 use wasmtime::component::Component;
 
 use super::edition::Edition;
-use super::{CacheSetting, Instances, Limits, RunError, Sandbox, classify};
+use super::{CacheSetting, CompileIn, Instances, Limits, RunError, Sandbox, classify};
 use crate::descriptor::Access;
 use crate::policy::Policy;
 use crate::resolve::RelPath;
@@ -54,8 +54,14 @@ pub async fn run_wasi_command(
         }],
         limits.staged_bytes,
     );
-    let sandbox = Sandbox::new(limits, &CacheSetting::Disabled, 1, Instances::OnDemand)
-        .map_err(|e| setup("the engine", &e))?;
+    let sandbox = Sandbox::new(
+        limits,
+        &CacheSetting::Disabled,
+        1,
+        Instances::OnDemand,
+        CompileIn::ThisProcess,
+    )
+    .map_err(|e| setup("the engine", &e))?;
     sandbox.run_command(component, view).await
 }
 

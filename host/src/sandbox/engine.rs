@@ -1,12 +1,19 @@
 //! One wasmtime engine and what runs on it: its linkers, its precompiled cache and its epoch ticker.
 //!
+//! The engine that runs calls never compiles. A component not in the cache is compiled by an engine
+//! made for that compile alone, with the same settings (so its code loads in the running engine), and
+//! dropped after it: Cranelift's contexts, kept by an engine for its next compile, and the compile's
+//! own heap go with it, and `heap::release_freed` gives the freed pages back to the system. The
+//! compiled code is then mapped from its cache entry, as a warm start maps it: a server that compiled
+//! every tool holds what one that found them cached does (BENCHMARKS.md, "MCP server and start-up").
+//!
 //! The sandbox has one [`Runtime`] per [`Edition`]. Tools built for WASI 0.2 run on an engine with the
 //! component model's concurrency support off: with it on, every call goes through wasmtime's
 //! concurrent event loop, which made a 0.2 no-op call 1.29x slower (BENCHMARKS.md, "WASI 0.3 beside
 //! 0.2"). Tools built for WASI 0.3 need it on, and get an engine of their own, made when the first
 //! such tool is prepared, with its own instance pool.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
@@ -15,7 +22,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::cache::PrecompiledCache;
 use super::edition::Edition;
-use super::{CallState, Instances, Limits, wasi};
+use super::{CallState, Instances, Limits, heap, wasi};
 
 /// How often the ticker thread advances an engine's epoch once a tool has described itself or a call
 /// ran on the caller's task; the resolution of the wall-time limit and cancellation of those, and how
@@ -86,12 +93,26 @@ impl Runtime {
         })
     }
 
-    /// Compiles `bytes` (or loads them from the cache).
+    /// The component in `bytes` (whose SHA-256 is `sha256`): mapped from the cache, or compiled apart
+    /// by a [`Compiler`], stored in the cache and mapped from there.
     pub(super) fn compile(&self, sha256: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
-        match &self.cache {
-            Some(cache) => cache.load(&self.engine, sha256, bytes),
-            None => Component::new(&self.engine, bytes),
+        if let Some(component) = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.load(&self.engine, sha256))
+        {
+            return Ok(component);
         }
+        let code = Compiler::new(self.edition)?.compile(sha256, bytes)?;
+        if let Some(cache) = &self.cache {
+            cache.store_code(sha256, &code);
+            if let Some(component) = cache.load(&self.engine, sha256) {
+                return Ok(component);
+            }
+        }
+        // SAFETY: `code` was just made by `Engine::precompile_component` of an engine with this one's
+        // settings (a `Compiler`'s); wasmtime checks its header against this engine.
+        unsafe { Component::deserialize(&self.engine, &code) }
     }
 
     /// The linker for a component with these imports: with `wasi:http` when it imports it.
@@ -131,12 +152,19 @@ fn engine_with(
     edition: Edition,
     instances: InstanceAllocationStrategy,
 ) -> wasmtime::Result<Engine> {
+    let mut config = config_for(edition);
+    config.allocation_strategy(instances);
+    Engine::new(&config)
+}
+
+/// The settings of every engine of `edition`, those that run calls and those that compile: the same
+/// settings make the same code, which one compiles and the other loads.
+fn config_for(edition: Edition) -> Config {
     let mut config = Config::new();
     config
         .wasm_component_model(true)
         .concurrency_support(edition == Edition::Wasi03)
         .epoch_interruption(true)
-        .allocation_strategy(instances)
         // Bounds checked by the compiled code rather than by guard pages: memory a call grew then stays
         // mapped for the next call of its pool slot (reset like the rest), where otherwise each call's
         // `memory.grow` and the next instantiation `mprotect` it, each a TLB shootdown across the
@@ -145,7 +173,36 @@ fn engine_with(
         // `write_file` unchanged; a compute-bound `search_files` about 3% slower.
         .signals_based_traps(false)
         .memory_guard_size(0);
-    Engine::new(&config)
+    config
+}
+
+/// An engine made for one compile (or a few) and dropped after it (see the module docs).
+pub(super) struct Compiler {
+    engine: Engine,
+}
+
+impl Compiler {
+    /// A compiling engine for `edition`: no instances, so nothing reserved.
+    pub(super) fn new(edition: Edition) -> wasmtime::Result<Compiler> {
+        let engine = engine_with(edition, InstanceAllocationStrategy::OnDemand)?;
+        Ok(Compiler { engine })
+    }
+
+    /// The cache in `dir` as this engine's code is keyed there (the same key as the running
+    /// engine's, whose settings are the same).
+    pub(super) fn cache_in(&self, dir: &Path) -> PrecompiledCache {
+        PrecompiledCache::new(dir.to_path_buf(), &self.engine)
+    }
+
+    /// Compiles the component in `bytes` (whose SHA-256 is `sha256`) and returns its precompiled
+    /// form; the engine is dropped, and what the compile held given back, before this returns.
+    pub(super) fn compile(self, sha256: &str, bytes: &[u8]) -> wasmtime::Result<Vec<u8>> {
+        let compiled = self.engine.precompile_component(bytes);
+        drop(self.engine);
+        heap::release_freed();
+        crate::test_hooks::compiled(sha256);
+        compiled
+    }
 }
 
 /// What the pool does with a finished call's memory and tables.

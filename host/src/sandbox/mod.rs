@@ -22,10 +22,12 @@
 pub(crate) mod bindings;
 mod cache;
 mod command;
+mod compile_process;
 mod edition;
 mod engine;
 mod errors;
 pub(crate) mod filesystem;
+mod heap;
 mod limits;
 mod output;
 mod wasi;
@@ -47,9 +49,10 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use self::bindings::network_tool::NetworkTool;
 use self::bindings::{Tool, ToolPre};
 use self::cache::PrecompiledCache;
+use self::compile_process::ChildCompile;
 use self::edition::Edition;
 pub(crate) use self::edition::generation as wasi_generation;
-use self::engine::Runtime;
+use self::engine::{Compiler, Runtime};
 use self::filesystem::ViewCtx;
 use self::limits::{CallLimiter, MemoryLimitExceeded};
 use self::output::{BoundedOutput, OutputLimitExceeded};
@@ -60,6 +63,7 @@ use crate::threads::{Threads, answer_of};
 use crate::view::CallView;
 
 pub use self::command::{CommandRun, run_wasi_command};
+pub use self::compile_process::{COMPILE_COMMAND, CompileIn, compile_command};
 pub use self::errors::{RunError, ToolError};
 pub use self::limits::Limits;
 
@@ -114,6 +118,7 @@ pub(crate) struct Sandbox {
     /// One permit per instance slot of a pool: a call waits for one rather than fail.
     slots: Arc<tokio::sync::Semaphore>,
     max_concurrent: usize,
+    compile_in: CompileIn,
 }
 
 /// A component checked against the tool world and ready to instantiate for each call.
@@ -253,6 +258,7 @@ impl Sandbox {
         cache: &CacheSetting,
         max_concurrent: usize,
         instances: Instances,
+        compile_in: CompileIn,
     ) -> Result<Sandbox, EngineError> {
         let slots = max_concurrent.max(1);
         let cache_dir = match cache {
@@ -277,6 +283,7 @@ impl Sandbox {
             threads: Threads::new("turngate-call"),
             slots: Arc::new(tokio::sync::Semaphore::new(slots)),
             max_concurrent: slots,
+            compile_in,
         })
     }
 
@@ -342,13 +349,9 @@ impl Sandbox {
     /// Compiles (or loads from the cache) a component whose SHA-256 is `sha256` on the engine its
     /// edition needs, and checks it against the tool world.
     pub(crate) fn prepare(&self, sha256: &str, bytes: &[u8]) -> Result<Prepared, PrepareError> {
-        match bytes.get(..8) {
-            Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => return Err(PrepareError::CoreModule),
-            Some([0, b'a', b's', b'm', ..]) => {}
-            _ => return Err(PrepareError::NotWasm),
-        }
-        let edition = Edition::of(bytes);
+        let edition = component_edition(bytes)?;
         let runtime = self.runtime(edition).map_err(PrepareError::Link)?;
+        self.precompile(sha256, bytes)?;
         let component = runtime
             .compile(sha256, bytes)
             .map_err(PrepareError::Compile)?;
@@ -386,6 +389,56 @@ impl Sandbox {
             imports,
             declares_urls,
         })
+    }
+
+    /// Whether compiled code is kept in a cache (else every process compiles what it prepares).
+    pub(crate) fn caches(&self) -> bool {
+        self.cache_dir.is_some()
+    }
+
+    /// Makes sure the cache holds the compiled code of the component in `bytes` (whose SHA-256 is
+    /// `sha256`), compiling it apart from the engines that run calls when it does not (in a child
+    /// process, `compile_process.rs`, or on an engine of its own, `engine.rs`); loads nothing, so a
+    /// process keeps no code of a tool it has not called. Without a cache there is nothing to do
+    /// ahead. The checks against the tool world are [`Sandbox::prepare`]'s.
+    pub(crate) fn precompile(&self, sha256: &str, bytes: &[u8]) -> Result<(), PrepareError> {
+        let Some(dir) = &self.cache_dir else {
+            return Ok(());
+        };
+        let edition = component_edition(bytes)?;
+        let running = match edition {
+            Edition::Wasi02 => Some(&self.wasi_0_2),
+            Edition::Wasi03 => self.wasi_0_3.get(),
+        };
+        // The running engine's key when it is there, else a compiler's: the same settings, the same key.
+        let keyed_by_compiler;
+        let cache = match running.and_then(|runtime| runtime.cache.as_ref()) {
+            Some(cache) => cache,
+            None => {
+                let compiler = Compiler::new(edition).map_err(PrepareError::Compile)?;
+                keyed_by_compiler = compiler.cache_in(dir);
+                &keyed_by_compiler
+            }
+        };
+        if cache.holds(sha256) {
+            return Ok(());
+        }
+        if self.compile_in == CompileIn::ChildProcess {
+            match compile_process::compile_in_child(dir, sha256, bytes) {
+                Ok(()) => return Ok(()),
+                Err(ChildCompile::Failed(reason)) => {
+                    return Err(PrepareError::Compile(wasmtime::Error::msg(reason)));
+                }
+                Err(ChildCompile::NotStarted(e)) => tracing::warn!(
+                    "compiling in this process: a compiling process cannot be started: {e}"
+                ),
+            }
+        }
+        let code = Compiler::new(edition)
+            .and_then(|compiler| compiler.compile(sha256, bytes))
+            .map_err(PrepareError::Compile)?;
+        cache.store_code(sha256, &code);
+        Ok(())
     }
 
     /// Asks a prepared tool to describe itself (in a store with no filesystem). The guest runs on the
@@ -750,6 +803,15 @@ fn classify(error: wasmtime::Error, stderr: &[u8], limits: Limits) -> RunError {
     RunError::Trap {
         trap: format!("{error:#}"),
         guest_message,
+    }
+}
+
+/// The edition of the component in `bytes`, once they are seen to be a component at all.
+fn component_edition(bytes: &[u8]) -> Result<Edition, PrepareError> {
+    match bytes.get(..8) {
+        Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => Err(PrepareError::CoreModule),
+        Some([0, b'a', b's', b'm', ..]) => Ok(Edition::of(bytes)),
+        _ => Err(PrepareError::NotWasm),
     }
 }
 
