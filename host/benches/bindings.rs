@@ -20,11 +20,11 @@ mod binding_support;
 mod support;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use binding_support::{built_library, cargo, repo, run};
+use binding_support::{built_library, cargo, python_package, repo, run};
 use support::{median, row, write_turn};
 use turngate::providers::decode;
 use turngate::{CacheSetting, Policy, Provider, Root, Toolbox, TurnOptions, process_turn};
@@ -92,20 +92,6 @@ impl Drop for Driver {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// The Python package as `pip install ./python` lays it out: the package's Python sources with the
-/// release extension module beside them, in a directory put first on `PYTHONPATH`.
-#[allow(clippy::disallowed_methods)] // bench set-up outside any root
-fn python_package(extension: &Path, into: &Path) -> PathBuf {
-    let package = into.join("turngate");
-    std::fs::create_dir_all(&package).unwrap();
-    for entry in std::fs::read_dir(repo().join("python/turngate")).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), package.join(entry.file_name())).unwrap();
-    }
-    std::fs::copy(extension, package.join("_turngate.abi3.so")).unwrap();
-    into.to_path_buf()
 }
 
 fn toolbox(runtime: &tokio::runtime::Runtime, setup: &Setup) -> Toolbox {

@@ -88,3 +88,17 @@ pub fn built_library(messages: &str, library: &str) -> PathBuf {
         })
         .unwrap_or_else(|| panic!("cargo built no {library} library"))
 }
+
+/// The Python package as `pip install ./python` lays it out: the package's Python sources with the
+/// release extension module beside them, in a directory put first on `PYTHONPATH`.
+#[allow(clippy::disallowed_methods)] // set-up outside any root
+pub fn python_package(extension: &Path, into: &Path) -> PathBuf {
+    let package = into.join("turngate");
+    std::fs::create_dir_all(&package).unwrap();
+    for entry in std::fs::read_dir(repo().join("python/turngate")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), package.join(entry.file_name())).unwrap();
+    }
+    std::fs::copy(extension, package.join("_turngate.abi3.so")).unwrap();
+    into.to_path_buf()
+}
