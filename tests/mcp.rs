@@ -456,6 +456,68 @@ fn with_an_empty_cache_every_tool_is_compiled_once_in_the_background_and_no_call
     assert!(server.finish().success());
 }
 
+/// The processes whose parent is `pid` and whose command line has `argument`, from `/proc`.
+fn children_with(pid: u32, argument: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let children =
+            std::fs::read_to_string(task.unwrap().path().join("children")).unwrap_or_default();
+        for child in children
+            .split_whitespace()
+            .filter_map(|c| c.parse::<u32>().ok())
+        {
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            if cmdline.split(|&b| b == 0).any(|a| a == argument.as_bytes()) {
+                found.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// Whether process `pid` has ended (gone, or a zombie waiting for its reaper).
+fn ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat[stat.rfind(')').unwrap() + 2..].starts_with('Z'),
+    }
+}
+
+#[test]
+fn a_server_that_goes_leaves_no_compiler_running_behind_it() {
+    let root = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let hooks = tempfile::tempdir().unwrap();
+    let release = hooks.path().join("release");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
+    command
+        .args(["mcp", "--root"])
+        .arg(root.path())
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .env("TURNGATE_TEST_HOLD_COMPILE", &release);
+    let mut server = Server::spawn(command);
+    server.initialize(json!({}));
+    // The background's first compile runs in a child process, held before it compiles.
+    let reached = hooks.path().join("release.reached");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !reached.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(reached.exists(), "no compiling child was started");
+    let compilers = children_with(server.child.id(), "__compile-component");
+    assert_eq!(compilers.len(), 1, "{compilers:?}");
+    // The client goes, and the server with it: the compiler it started ends too.
+    assert!(server.finish().success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ended(compilers[0]) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let left = !ended(compilers[0]);
+    std::fs::write(&release, "").unwrap();
+    assert!(!left, "the compiling child outlived its server");
+}
+
 /// The anonymous resident memory of process `pid` (its heaps and anonymous mappings, not the pages of
 /// its binary or of files it mapped), in KiB, from `/proc`.
 fn anonymous_kib(pid: u32) -> u64 {

@@ -34,6 +34,9 @@
 //!   starts (`Toolbox::prepare_all`): it creates `<path>.reached`, then waits (a minute at most) until
 //!   `<path>` exists, so a test can look at the preparing threads, call a tool before it and see that
 //!   nothing is prepared twice.
+//! * `TURNGATE_TEST_HOLD_COMPILE=<path>` holds each compiling child process before it compiles
+//!   (`sandbox/compile_process.rs`): it creates `<path>.reached`, then waits (a minute at most) until
+//!   `<path>` exists, so a test can see what becomes of the child when its server goes.
 //! * `TURNGATE_TEST_HOLD_BEFORE_APPLY=<path>` holds a call that can be cancelled once its change set
 //!   is checked (and approved, when asked), just before the last look at its cancel and the apply
 //!   (`toolbox.rs`): it appends `held` to `<path>`, then waits (a minute at most) until the call is
@@ -155,11 +158,16 @@ fn prepare_record() -> Option<&'static str> {
 pub(crate) fn cache_entry_checked() {
     static AT: OnceLock<Option<String>> = OnceLock::new();
     if let Some(release) = setting(&AT, "TURNGATE_TEST_CACHE_CHECKED") {
-        append(&format!("{release}.reached"), "reached");
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while !std::path::Path::new(release).exists() && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        hold_until(release);
+    }
+}
+
+/// Holds a compiling child process (`sandbox/compile_process.rs`) before it compiles, if the tests
+/// asked to hold it.
+pub(crate) fn hold_compile() {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    if let Some(release) = setting(&AT, "TURNGATE_TEST_HOLD_COMPILE") {
+        hold_until(release);
     }
 }
 
@@ -168,11 +176,7 @@ pub(crate) fn cache_entry_checked() {
 pub(crate) fn hold_prepare_all() {
     static AT: OnceLock<Option<String>> = OnceLock::new();
     if let Some(release) = setting(&AT, "TURNGATE_TEST_HOLD_PREPARE_ALL") {
-        append(&format!("{release}.reached"), "reached");
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while !std::path::Path::new(release).exists() && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        hold_until(release);
     }
 }
 
@@ -220,4 +224,13 @@ pub(crate) fn worker_point(point: &str) {
 pub(crate) fn connection_forbidden(ip: std::net::IpAddr) -> bool {
     static ONLY: OnceLock<Option<String>> = OnceLock::new();
     setting(&ONLY, "TURNGATE_TEST_LOOPBACK_ONLY").is_some() && !ip.is_loopback()
+}
+
+/// Says a hold was reached (`<release>.reached`), then waits, a minute at most, until `release` exists.
+fn hold_until(release: &str) {
+    append(&format!("{release}.reached"), "reached");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !std::path::Path::new(release).exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }

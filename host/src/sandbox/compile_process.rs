@@ -78,6 +78,7 @@ fn compile_from_stdin(args: &[OsString]) -> Result<(), String> {
         ));
     }
     let edition = component_edition(&bytes).map_err(|e| e.to_string())?;
+    crate::test_hooks::hold_compile();
     let compiler = Compiler::new(edition).map_err(|e| format!("{e:#}"))?;
     let cache = compiler.cache_in(Path::new(dir));
     let code = compiler
@@ -98,15 +99,16 @@ pub(super) enum ChildCompile {
 /// Compiles the component in `bytes` (whose SHA-256 is `sha256`) into the cache in `dir` in a child
 /// process (see the module docs).
 pub(super) fn compile_in_child(dir: &Path, sha256: &str, bytes: &[u8]) -> Result<(), ChildCompile> {
-    let mut child = Command::new(own_program().map_err(ChildCompile::NotStarted)?)
+    let mut command = Command::new(own_program().map_err(ChildCompile::NotStarted)?);
+    command
         .arg(COMPILE_COMMAND)
         .arg(dir)
         .arg(sha256)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(ChildCompile::NotStarted)?;
+        .stderr(Stdio::piped());
+    end_with_this_thread(&mut command);
+    let mut child = command.spawn().map_err(ChildCompile::NotStarted)?;
     // The child reads all of stdin before it writes anything, so this cannot block on its stderr; a
     // child that died before reading is reported by its status below.
     if let Some(mut stdin) = child.stdin.take() {
@@ -123,6 +125,29 @@ pub(super) fn compile_in_child(dir: &Path, sha256: &str, bytes: &[u8]) -> Result
         "" => format!("the compiling process ended with {}", output.status),
         reason => reason.to_owned(),
     }))
+}
+
+/// Makes the child end when the thread that starts it does: a server that exits (its client gone)
+/// while compiling ahead leaves no compiler running behind it. The starting thread waits for the child,
+/// so it ends before the child only when the whole process does. Linux only (`PR_SET_PDEATHSIG`); on
+/// other systems a compile outlives its server by the seconds it takes.
+fn end_with_this_thread(command: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt as _;
+        // SAFETY: the closure runs in the forked child before `exec`, and only makes one system call,
+        // which is async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ))
+                .map_err(std::io::Error::from)
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = command;
 }
 
 /// The program this process runs, to start again as the compiler.
