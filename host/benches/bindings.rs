@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use binding_support::{built_library, cargo, python_package, repo, run};
+use binding_support::{python_package, release_packages, repo};
 use support::{median, row, write_turn};
 use turngate::providers::decode;
 use turngate::{CacheSetting, Policy, Provider, Root, Toolbox, TurnOptions, process_turn};
@@ -107,20 +107,7 @@ fn toolbox(runtime: &tokio::runtime::Runtime, setup: &Setup) -> Toolbox {
 
 #[allow(clippy::disallowed_methods)] // bench set-up outside any root
 fn main() {
-    let messages = run(
-        cargo().args([
-            "build",
-            "--release",
-            "-p",
-            "turngate-python",
-            "-p",
-            "turngate-node",
-            "--message-format=json",
-        ]),
-        "cargo build --release -p turngate-python -p turngate-node",
-    );
-    let python_extension = built_library(&messages, "_turngate");
-    let node_addon = built_library(&messages, "turngate_node");
+    let (python_extension, node_addon) = release_packages();
 
     let work = tempfile::tempdir().unwrap();
     let noop_tools = tempfile::tempdir().unwrap();

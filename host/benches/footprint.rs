@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use binding_support::{built_library, cargo, python_package, repo, run};
+use binding_support::{python_package, release_packages, repo};
 use serde_json::{Value, json};
 use support::{bin, median, percentile};
 
@@ -286,11 +286,9 @@ fn measure(side: &Side, tools: usize) -> Rows {
     }
     let mut first_empty = Vec::new();
     let mut first_warm = Vec::new();
+    // Filled by a server left running until it has compiled every tool.
     let warm_cache = fresh();
-    side.first_read(warm_cache.path());
-    if side.caches {
-        await_cached(warm_cache.path(), tools);
-    }
+    side.memory(warm_cache.path(), tools);
     for _ in 0..FIRST_READ_SAMPLES {
         first_empty.push(side.first_read(fresh().path()));
         first_warm.push(side.first_read(warm_cache.path()));
@@ -557,21 +555,9 @@ fn main() {
 
 /// The Python and Node rows: a process that opens a toolbox and reads the file once.
 fn packages(root: &Path) {
-    let messages = run(
-        cargo().args([
-            "build",
-            "--release",
-            "-p",
-            "turngate-python",
-            "-p",
-            "turngate-node",
-            "--message-format=json",
-        ]),
-        "cargo build --release -p turngate-python -p turngate-node",
-    );
+    let (python_extension, node_addon) = release_packages();
     let work = tempfile::tempdir().unwrap();
-    let python_path = python_package(&built_library(&messages, "_turngate"), work.path());
-    let node_addon = built_library(&messages, "turngate_node");
+    let python_path = python_package(&python_extension, work.path());
     let (empty, warm) = memory_rows(|cache| {
         package_memory(
             Command::new("python3")

@@ -102,3 +102,24 @@ pub fn python_package(extension: &Path, into: &Path) -> PathBuf {
     std::fs::copy(extension, package.join("_turngate.abi3.so")).unwrap();
     into.to_path_buf()
 }
+
+/// Builds the Python extension module and the Node addon in the release profile (the one `pip install
+/// ./python` and `npm install ./node` build); answers the two libraries' paths.
+pub fn release_packages() -> (PathBuf, PathBuf) {
+    let messages = run(
+        cargo().args([
+            "build",
+            "--release",
+            "-p",
+            "turngate-python",
+            "-p",
+            "turngate-node",
+            "--message-format=json",
+        ]),
+        "cargo build --release -p turngate-python -p turngate-node",
+    );
+    (
+        built_library(&messages, "_turngate"),
+        built_library(&messages, "turngate_node"),
+    )
+}
