@@ -5,7 +5,8 @@
 //! dropped after it: Cranelift's contexts, kept by an engine for its next compile, and the compile's
 //! own heap go with it, and `heap::release_freed` gives the freed pages back to the system. The
 //! compiled code is then mapped from its cache entry, as a warm start maps it: a server that compiled
-//! every tool holds what one that found them cached does (BENCHMARKS.md, "MCP server and start-up").
+//! every tool holds what one that found them cached does (BENCHMARKS.md, "Memory and the first call
+//! of every surface").
 //!
 //! The sandbox has one [`Runtime`] per [`Edition`]. Tools built for WASI 0.2 run on an engine with the
 //! component model's concurrency support off: with it on, every call goes through wasmtime's
