@@ -313,6 +313,17 @@ fn a_call_goes_through_the_gate_view_and_journal_and_is_audited() {
     assert!(!root.path().join("notes.txt").exists());
 }
 
+/// `turngate mcp` on `root` with `cache` as its compiled-component cache (not the tests' shared one).
+fn mcp_with_cache(root: &Path, cache: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
+    command
+        .args(["mcp", "--root"])
+        .arg(root)
+        .arg("--cache-dir")
+        .arg(cache);
+    command
+}
+
 /// The scheduling policy of each thread of process `pid` whose name starts `turngate-prepar` (a
 /// thread's name is cut to 15 bytes), from `/proc`.
 fn background_policies(pid: u32) -> Vec<i64> {
@@ -340,12 +351,8 @@ fn with_an_empty_cache_every_tool_is_compiled_once_in_the_background_and_no_call
     let record = tempfile::NamedTempFile::new().unwrap();
     let hooks = tempfile::tempdir().unwrap();
     let release = hooks.path().join("release");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
+    let mut command = mcp_with_cache(root.path(), cache.path());
     command
-        .args(["mcp", "--root"])
-        .arg(root.path())
-        .arg("--cache-dir")
-        .arg(cache.path())
         .env("TURNGATE_TEST_PREPARE_RECORD", record.path())
         .env("TURNGATE_TEST_HOLD_PREPARE_ALL", &release);
     let mut server = Server::spawn(command);
@@ -489,13 +496,8 @@ fn a_server_that_goes_leaves_no_compiler_running_behind_it() {
     let cache = tempfile::tempdir().unwrap();
     let hooks = tempfile::tempdir().unwrap();
     let release = hooks.path().join("release");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
-    command
-        .args(["mcp", "--root"])
-        .arg(root.path())
-        .arg("--cache-dir")
-        .arg(cache.path())
-        .env("TURNGATE_TEST_HOLD_COMPILE", &release);
+    let mut command = mcp_with_cache(root.path(), cache.path());
+    command.env("TURNGATE_TEST_HOLD_COMPILE", &release);
     let mut server = Server::spawn(command);
     server.initialize(json!({}));
     // The background's first compile runs in a child process, held before it compiles.
@@ -552,13 +554,7 @@ fn a_server_that_compiled_every_tool_holds_no_more_memory_than_one_that_found_th
     let root = workspace();
     let cache = tempfile::tempdir().unwrap();
     let start = || {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
-        command
-            .args(["mcp", "--root"])
-            .arg(root.path())
-            .arg("--cache-dir")
-            .arg(cache.path());
-        let mut server = Server::spawn(command);
+        let mut server = Server::spawn(mcp_with_cache(root.path(), cache.path()));
         server.initialize(json!({}));
         server
     };
