@@ -135,23 +135,24 @@ impl LoadedTool {
     async fn prepared(&self, sandbox: &Sandbox) -> Result<&Prepared, PrepareError> {
         self.prepared
             .get_or_try_init(|| async {
+                let bytes = self.bytes()?;
                 if sandbox.caches() {
-                    self.compiled(sandbox).await?;
+                    self.compiled(sandbox, &bytes).await?;
                 }
-                sandbox.prepare(&self.sha256, &self.bytes()?)
+                sandbox.prepare(&self.sha256, &bytes)
             })
             .await
     }
 
-    /// Makes sure the cache holds the component's compiled code (once, whoever asks first), without
-    /// loading it (see [`Sandbox::precompile`]).
-    async fn compiled(&self, sandbox: &Sandbox) -> Result<(), PrepareError> {
+    /// Makes sure the cache holds the compiled code of `bytes`, the component's (once, whoever asks
+    /// first), without loading it (see [`Sandbox::precompile`]).
+    async fn compiled(&self, sandbox: &Sandbox, bytes: &[u8]) -> Result<(), PrepareError> {
         self.compiled
             .get_or_try_init(|| async {
                 if self.prepared.initialized() {
                     return Ok(());
                 }
-                sandbox.precompile(&self.sha256, &self.bytes()?)
+                sandbox.precompile(&self.sha256, bytes)
             })
             .await
             .copied()
@@ -160,11 +161,14 @@ impl LoadedTool {
     /// What the background does ahead of the tool's first call: its code compiled into the cache,
     /// not loaded (a server keeps no code of a tool nobody called); with no cache, the tool prepared.
     async fn prepare_ahead(&self, sandbox: &Sandbox) -> Result<(), PrepareError> {
-        if sandbox.caches() {
-            self.compiled(sandbox).await
-        } else {
-            self.prepared(sandbox).await.map(drop)
+        if !sandbox.caches() {
+            return self.prepared(sandbox).await.map(drop);
         }
+        // A file is read only for a tool nobody has compiled or prepared yet.
+        if self.compiled.initialized() || self.prepared.initialized() {
+            return Ok(());
+        }
+        self.compiled(sandbox, &self.bytes()?).await
     }
 
     /// The component's bytes: a file's are read again, and must still have the digest it was loaded

@@ -94,14 +94,15 @@ impl Runtime {
         })
     }
 
+    /// The component whose SHA-256 is `sha256`, mapped from the cache, if a usable entry is there.
+    pub(super) fn cached(&self, sha256: &str) -> Option<Component> {
+        self.cache.as_ref()?.load(&self.engine, sha256)
+    }
+
     /// The component in `bytes` (whose SHA-256 is `sha256`): mapped from the cache, or compiled apart
     /// by a [`Compiler`], stored in the cache and mapped from there.
     pub(super) fn compile(&self, sha256: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
-        if let Some(component) = self
-            .cache
-            .as_ref()
-            .and_then(|c| c.load(&self.engine, sha256))
-        {
+        if let Some(component) = self.cached(sha256) {
             return Ok(component);
         }
         let code = Compiler::new(self.edition)?.compile(sha256, bytes)?;

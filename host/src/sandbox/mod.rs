@@ -351,10 +351,15 @@ impl Sandbox {
     pub(crate) fn prepare(&self, sha256: &str, bytes: &[u8]) -> Result<Prepared, PrepareError> {
         let edition = component_edition(bytes)?;
         let runtime = self.runtime(edition).map_err(PrepareError::Link)?;
-        self.precompile(sha256, bytes)?;
-        let component = runtime
-            .compile(sha256, bytes)
-            .map_err(PrepareError::Compile)?;
+        let component = match runtime.cached(sha256) {
+            Some(component) => component,
+            None => {
+                self.precompile(sha256, bytes)?;
+                runtime
+                    .compile(sha256, bytes)
+                    .map_err(PrepareError::Compile)?
+            }
+        };
         crate::test_hooks::prepared(sha256);
         let imports: Vec<String> = component
             .component_type()
@@ -411,12 +416,14 @@ impl Sandbox {
             Edition::Wasi03 => self.wasi_0_3.get(),
         };
         // The running engine's key when it is there, else a compiler's: the same settings, the same key.
+        let mut compiler = None;
         let keyed_by_compiler;
         let cache = match running.and_then(|runtime| runtime.cache.as_ref()) {
             Some(cache) => cache,
             None => {
-                let compiler = Compiler::new(edition).map_err(PrepareError::Compile)?;
-                keyed_by_compiler = compiler.cache_in(dir);
+                let made = Compiler::new(edition).map_err(PrepareError::Compile)?;
+                keyed_by_compiler = made.cache_in(dir);
+                compiler = Some(made);
                 &keyed_by_compiler
             }
         };
@@ -434,8 +441,12 @@ impl Sandbox {
                 ),
             }
         }
-        let code = Compiler::new(edition)
-            .and_then(|compiler| compiler.compile(sha256, bytes))
+        let compiler = match compiler {
+            Some(compiler) => compiler,
+            None => Compiler::new(edition).map_err(PrepareError::Compile)?,
+        };
+        let code = compiler
+            .compile(sha256, bytes)
             .map_err(PrepareError::Compile)?;
         cache.store_code(sha256, &code);
         Ok(())
