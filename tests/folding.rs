@@ -42,7 +42,7 @@ const SECRET: &str = "TOKEN=do-not-leak\n";
 /// A workspace on the folding file system with `.env`, `secrets/key.txt` and `notes.txt`, and a
 /// journal already (so `.turngate/` exists, as it does after a root's first change).
 fn workspace() -> Workspace {
-    let ws = Workspace::in_dir(common::folding_fs().path());
+    let ws = Workspace::in_dir(turngate_testfs::folding_dir());
     ws.write(".env", SECRET);
     ws.write("secrets/key.txt", SECRET);
     ws.write("notes.txt", "notes\n");
@@ -174,7 +174,7 @@ fn every_spelling_of_a_denied_name_or_of_the_state_directory_is_refused_by_every
 fn no_tool_makes_a_second_spelling_of_a_denied_name_or_of_the_state_directory() {
     // Nothing stands under these names yet: what a tool would make is new, and on this file system it
     // would be found later as `.env`, `secrets/...` or the state directory.
-    let ws = Workspace::in_dir(common::folding_fs().path());
+    let ws = Workspace::in_dir(turngate_testfs::folding_dir());
     ws.write("notes.txt", "notes\n");
     let before = snapshot(&ws.root_path());
     // The state directory first, while there is none yet.
@@ -222,7 +222,7 @@ fn no_tool_makes_a_second_spelling_of_a_denied_name_or_of_the_state_directory() 
 #[test]
 fn a_state_directory_stored_under_another_spelling_is_still_the_state_directory() {
     // Made before turngate first ran on this root: turngate's `.turngate` is this directory.
-    let ws = Workspace::in_dir(common::folding_fs().path());
+    let ws = Workspace::in_dir(turngate_testfs::folding_dir());
     std::fs::create_dir(ws.root_path().join(".TurnGate")).unwrap();
     let outcome = run(
         bundled(),
@@ -266,7 +266,7 @@ fn a_state_directory_stored_under_another_spelling_is_still_the_state_directory(
 
 #[test]
 fn a_deny_holds_for_both_unicode_forms_of_a_name() {
-    let ws = Workspace::in_dir(common::folding_fs().path());
+    let ws = Workspace::in_dir(turngate_testfs::folding_dir());
     let nfc = "caf\u{e9}.txt";
     let nfd = "cafe\u{301}.txt";
     // Stored in one form, denied in the other, asked for in either.

@@ -145,16 +145,7 @@ fn a_link_fifo_or_hard_link_where_the_journal_keeps_its_files_is_refused_by_name
     let effects = Effects::new(Retention::default());
     write(&ws, &effects, "c1", "notes.txt", "one");
     let outside = ws.outside_path().join("secret.txt");
-    let make_fifo = |path: &Path| {
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            path,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o644),
-            0,
-        )
-        .unwrap()
-    };
+    let make_fifo = |path: &Path| common::make_fifo(path);
     type Plant<'a> = Box<dyn Fn(&Path) + 'a>;
     let plants: Vec<(&str, Plant)> = vec![
         (

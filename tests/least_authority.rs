@@ -337,14 +337,7 @@ fn a_name_the_call_may_not_see_answers_the_same_whether_it_exists_or_not() {
 fn special_files_are_refused_quickly_and_never_opened() {
     let ws = Workspace::new();
     let root = ws.root_path();
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        root.join("pipe"),
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .unwrap();
+    common::make_fifo(&root.join("pipe"));
     let _socket = std::os::unix::net::UnixListener::bind(root.join("socket")).unwrap();
     for name in ["pipe", "socket"] {
         // Declared: the gate refuses it.

@@ -665,7 +665,7 @@ fn refusals_are_tool_errors_that_name_the_gate_step_and_change_nothing() {
 #[test]
 fn on_a_root_that_folds_names_every_spelling_of_a_denied_name_or_the_state_directory_is_refused() {
     // The root is on the test file system that folds case and Unicode forms, as a Mac's would be.
-    let dir = tempfile::tempdir_in(common::folding_fs().path()).unwrap();
+    let dir = tempfile::tempdir_in(turngate_testfs::folding_dir()).unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(root.join("secrets")).unwrap();
     std::fs::write(root.join(".env"), "TOKEN=do-not-leak\n").unwrap();

@@ -10,7 +10,8 @@
 //! device number changes, and the next commands run with another boot identity through
 //! `TURNGATE_TEST_BOOT_ID`), `turngate journal` settles the journal, and the files are held to what
 //! the journal says, then to the start after `turngate undo --turn`.
-
+// On the tests' FUSE file system (`tests/testfs`), which mounts only on Linux.
+#![cfg(target_os = "linux")]
 // The tests play the user's machine: they write the root's start and read what survived with std::fs.
 #![allow(clippy::disallowed_methods)]
 

@@ -777,13 +777,8 @@ fn a_worker_runs_network_tools_under_its_policy() {
 fn on_roots_that_fold_names_a_worker_refuses_every_spelling_of_a_denied_name_or_the_state_directory()
  {
     // The roots are on the test file system that folds case and Unicode forms.
-    let folding = turngate_testfs::shared(turngate_testfs::Options {
-        folding: true,
-        power_loss: false,
-        ..turngate_testfs::Options::default()
-    });
     let test = "on_roots_that_fold_names_a_worker_refuses_every_spelling";
-    let Some(mut setup) = Setup::in_dir(test, folding.path()) else {
+    let Some(mut setup) = Setup::in_dir(test, turngate_testfs::folding_dir()) else {
         return;
     };
     setup.write(".env", "TOKEN=do-not-leak\n");

@@ -43,12 +43,7 @@ const VIEW_SAMPLES: usize = 2000;
 fn workdir() -> tempfile::TempDir {
     static BASE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     let base = BASE.get_or_init(|| match std::env::var("EFFECTS_ROOTS").as_deref() {
-        Ok("folding") => turngate_testfs::shared(turngate_testfs::Options {
-            folding: true,
-            ..Default::default()
-        })
-        .path()
-        .to_path_buf(),
+        Ok("folding") => turngate_testfs::folding_dir().to_path_buf(),
         Ok(other) => panic!("EFFECTS_ROOTS={other}: only `folding` is known"),
         Err(_) => std::env::temp_dir(),
     });

@@ -3,38 +3,16 @@
 //! comes meanwhile runs at its normal priority and gets the CPU first, so work done ahead slows the
 //! work it is ahead of as little as the machine allows.
 //!
-//! Each such thread is put in Linux's `SCHED_IDLE` class, which a thread may always enter (lowering
-//! one's own priority needs no privilege), and else at the lowest nice value. Measured on the 2-core
-//! machine, a `read_file` call into an MCP server compiling in the background took 1.6 ms at the
-//! median with `SCHED_IDLE`, 3.8 ms at nice 19, and 1.6 ms with nothing compiling (`BENCHMARKS.md`).
+//! Each such thread is put in the lowest class the system has for one thread
+//! (`platform::lower_this_thread`: Linux's `SCHED_IDLE`, else the lowest nice value; macOS's background
+//! quality of service). Measured on the 2-core machine, a `read_file` call into an MCP server compiling
+//! in the background took 1.6 ms at the median with `SCHED_IDLE`, 3.8 ms at nice 19, and 1.6 ms with
+//! nothing compiling (`BENCHMARKS.md`).
 //! wasmtime compiles a component's functions in parallel on the current rayon pool; the work runs
 //! inside a pool of its own whose threads are in the same class, so that parallel compile stays in the
 //! background too.
 
-/// The nice value of background threads where `SCHED_IDLE` is refused: the lowest priority.
-const LOWEST_NICE: i32 = 19;
-
-/// Puts the calling thread in `SCHED_IDLE` (or at [`LOWEST_NICE`]); a system that refuses both leaves
-/// it as it was.
-fn lower_this_thread() {
-    // The system call, not libc's wrapper: musl's `sched_setscheduler` always fails (POSIX means the
-    // whole process, Linux's call one thread), and its `sched_param` has more fields than glibc's.
-    // SAFETY: an all-zero `sched_param` is valid (priority 0, which SCHED_IDLE requires).
-    let param: libc::sched_param = unsafe { std::mem::zeroed() };
-    // SAFETY: `sched_setscheduler` on the calling thread (tid 0) with a valid, initialized parameter;
-    // it reads `param` and changes only this thread's scheduling class.
-    let idle = unsafe {
-        libc::syscall(
-            libc::SYS_sched_setscheduler,
-            0,
-            libc::SCHED_IDLE,
-            &raw const param,
-        )
-    } == 0;
-    if !idle {
-        let _ = rustix::process::setpriority_process(None, LOWEST_NICE);
-    }
-}
+use crate::platform;
 
 /// Runs `work` on a thread named `name` in the background class, with a rayon pool of such threads
 /// (as many as the machine has cores) as its current pool; the thread is detached. Fails only when
@@ -44,10 +22,10 @@ pub(crate) fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> std::io
     std::thread::Builder::new()
         .name(name.to_owned())
         .spawn(move || {
-            lower_this_thread();
+            platform::lower_this_thread();
             let pool = rayon::ThreadPoolBuilder::new()
                 .thread_name(move |i| format!("{pool_name}-{i}"))
-                .start_handler(|_| lower_this_thread())
+                .start_handler(|_| platform::lower_this_thread())
                 .build();
             match pool {
                 Ok(pool) => pool.install(work),

@@ -24,12 +24,11 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::mem::MaybeUninit;
 use std::sync::{Arc, OnceLock};
 
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, File, MetadataExt, OpenOptions, OpenOptionsExt};
-use rustix::fd::{AsFd, OwnedFd};
+use rustix::fd::OwnedFd;
 
 use crate::names::{self, NameMatch};
 use crate::resolve::{Entry, EntryKind, Namespace, RelPath, ResolveError};
@@ -321,10 +320,10 @@ impl Lower {
                     self.root_entries.get_or_init(|| opened)
                 }
             };
-            return read_one_entry(entries);
+            return crate::platform::wait_for_directory_renames(entries);
         }
         let dir = self.dir(location)?;
-        read_one_entry(readable(&dir)?)
+        crate::platform::wait_for_directory_renames(readable(&dir)?)
     }
 
     /// The names and kinds of the entries of the directory at `location` (not following symlinks), as
@@ -438,16 +437,6 @@ fn reader(dir: &Dir) -> io::Result<rustix::fs::Dir> {
     Ok(rustix::fs::Dir::new(readable(dir)?)?)
 }
 
-/// One `getdents` of `directory` into a buffer on the stack (room for any one entry): it takes the
-/// directory's lock; what it reads is not needed.
-fn read_one_entry(directory: impl AsFd) -> io::Result<()> {
-    let mut buffer = [MaybeUninit::<u8>::uninit(); 512];
-    if let Some(entry) = rustix::fs::RawDir::new(directory, &mut buffer).next() {
-        entry?;
-    }
-    Ok(())
-}
-
 /// A descriptor of `dir` of its own, opened for reading its entries (`dir`'s own handle is `O_PATH`).
 fn readable(dir: &Dir) -> io::Result<OwnedFd> {
     use rustix::fs::{Mode, OFlags};
@@ -484,6 +473,7 @@ impl Namespace for Lower {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::ffi::OsStringExt as _;
     use std::sync::mpsc;
     use std::time::Duration;
 
@@ -492,14 +482,11 @@ mod tests {
     #[test]
     fn a_fifo_is_refused_without_blocking_even_when_asked_for_as_a_file() {
         let dir = tempfile::tempdir().unwrap();
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            dir.path().join("pipe"),
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o644),
-            0,
-        )
-        .unwrap();
+        let pipe =
+            std::ffi::CString::new(dir.path().join("pipe").into_os_string().into_vec()).unwrap();
+        // SAFETY: `pipe` is a NUL-terminated path that lives across the call (`mkfifo`, which every
+        // Unix has; a FIFO by `mknodat` is Linux's).
+        assert_eq!(unsafe { libc::mkfifo(pipe.as_ptr(), 0o644) }, 0);
         let root = Root::open(dir.path()).unwrap();
         let (send, receive) = mpsc::channel();
         std::thread::spawn(move || {

@@ -7,16 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-/// The test file system that folds case and Unicode forms, mounted by this process on first use: the
-/// packages' tests make roots beneath it (`TURNGATE_TEST_FOLDING_DIR`).
-pub fn folding_fs() -> &'static turngate_testfs::TestFs {
-    turngate_testfs::shared(turngate_testfs::Options {
-        folding: true,
-        power_loss: false,
-        ..turngate_testfs::Options::default()
-    })
-}
-
 /// The repository's top directory.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

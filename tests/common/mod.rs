@@ -105,19 +105,11 @@ pub fn call_ok(toolbox: &Toolbox, root: &Root, tool: &str, input: Value) -> Stri
 }
 
 /// Whether this test binary's workspaces are on a file system that folds case and Unicode
-/// normalization (the test file system of `tests/testfs`, mounted once per process): the suites that
+/// normalization (`turngate_testfs::folding_dir`: the test file system of `tests/testfs` on Linux,
+/// mounted once per process; APFS on macOS): the suites that
 /// `tests/folding.rs` compiles again run there, the rest on the ordinary temporary directory.
 pub fn folding_roots() -> bool {
     env!("CARGO_CRATE_NAME") == "folding"
-}
-
-/// The test file system that folds names, mounted on first use.
-pub fn folding_fs() -> &'static turngate_testfs::TestFs {
-    turngate_testfs::shared(turngate_testfs::Options {
-        folding: true,
-        power_loss: false,
-        ..turngate_testfs::Options::default()
-    })
 }
 
 /// Waits until a running call has staged at least `count` files in the staging directory of the root
@@ -149,7 +141,7 @@ impl Workspace {
     /// A workspace on the file system this test binary runs on ([`folding_roots`]).
     pub fn new() -> Workspace {
         if folding_roots() {
-            Workspace::in_dir(folding_fs().path())
+            Workspace::in_dir(turngate_testfs::folding_dir())
         } else {
             Workspace::in_dir(&std::env::temp_dir())
         }
@@ -300,4 +292,19 @@ pub fn results_in(provider: Provider, messages: &[Value]) -> Vec<(Option<String>
 pub fn http_client() -> reqwest::Client {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     reqwest::Client::new()
+}
+
+/// Makes a FIFO at `path` (`mkfifo`, which every Unix has: Linux's `mknodat` of a FIFO is not macOS's).
+pub fn make_fifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt as _;
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `name` is a NUL-terminated path that lives across the call.
+    let made = unsafe { libc::mkfifo(name.as_ptr(), 0o644) };
+    assert_eq!(
+        made,
+        0,
+        "mkfifo {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
 }

@@ -1,90 +1,68 @@
 //! What turngate needs from the operating system beyond the file and network calls every platform
-//! shares: each function here serves one property and says how the platform provides it.
+//! shares: each function here serves one property and says how each platform provides it.
 //!
-//! Today this holds the identities the journal's write-ahead log is keyed on (Linux's; macOS and
-//! Windows are the next implementations of the same functions).
+//! The rest of the crate calls only this module; nothing outside it asks which system it runs on.
+//! `unix.rs` holds what every Unix does alike, `linux.rs` and `macos.rs` what differs; Windows is the
+//! next implementation of the same functions. The functions:
+//!
+//! - the identities the journal's write-ahead log is keyed on: [`machine_id`], [`boot_id`], and the
+//!   marks of processes made from them ([`process_mark`], [`process_alive`]);
+//! - [`wait_for_directory_renames`], the wait that closes the hard-link rename race in the scope check;
+//! - [`descriptor_path`], the path a library opens to reach a descriptor already checked (the
+//!   precompiled cache's entries);
+//! - [`own_program`], [`end_with_this_thread`] and [`end_with_parent`], to start this program again as a
+//!   compiler that does not outlive the server that started it;
+//! - [`lower_this_thread`], the priority of work done ahead (compiles nobody waits for yet);
+//! - [`release_freed_heap`], giving back to the system what a compile freed.
+//!
+//! Renames that never replace or that exchange two names are rustix's `renameat_with` on both systems
+//! (`renameat2` on Linux, `renameatx_np` on macOS), with the journal's fallbacks where a file system
+//! has neither (`effects/journal/moves.rs`).
 
 use std::sync::OnceLock;
 
-/// This machine's identity: `/etc/machine-id`, else the host name. A call written ahead records it, so
-/// a root that several machines mount leaves each machine's calls to that machine.
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+use linux as os;
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(target_os = "macos")]
+use macos as os;
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+compile_error!(
+    "turngate runs on Linux and macOS: `platform/` has no implementation for this system yet"
+);
+mod unix;
+
+pub(crate) use os::{
+    descriptor_path, end_with_parent, end_with_this_thread, lower_this_thread, own_program,
+    release_freed_heap, wait_for_directory_renames,
+};
+pub(crate) use unix::{process_alive, process_mark};
+
+/// This machine's identity (Linux: `/etc/machine-id`, else the host name; macOS: the host UUID). A
+/// call written ahead records it, so a root that several machines mount leaves each machine's calls to
+/// that machine.
 pub(crate) fn machine_id() -> &'static str {
     static MACHINE: OnceLock<String> = OnceLock::new();
     MACHINE.get_or_init(|| {
         crate::test_hooks::machine_id()
             .map(str::to_owned)
-            .or_else(|| first_line_of("/etc/machine-id"))
-            .or_else(|| first_line_of("/proc/sys/kernel/hostname"))
+            .or_else(os::machine_id)
             .unwrap_or_default()
     })
 }
 
-/// This boot's identity (`/proc/sys/kernel/random/boot_id`, new at every boot); `None` where the
-/// system does not say. What a call wrote in another boot may have been lost with the power.
+/// This boot's identity (Linux: `/proc/sys/kernel/random/boot_id`; macOS: `kern.bootsessionuuid`),
+/// new at every boot; `None` where the system does not say. What a call wrote in another boot may have
+/// been lost with the power.
 pub(crate) fn boot_id() -> Option<&'static str> {
     static BOOT: OnceLock<Option<String>> = OnceLock::new();
     BOOT.get_or_init(|| {
         crate::test_hooks::boot_id()
             .map(str::to_owned)
-            .or_else(|| first_line_of("/proc/sys/kernel/random/boot_id"))
+            .or_else(os::boot_id)
     })
     .as_deref()
-}
-
-/// This process among every process that ever ran on the machine: its ID and, after `@`, the start of
-/// the boot's identity (`<pid>@<boot>`, or the ID alone where the boot is not known). A process ID is
-/// reused, within a boot and across boots; with the boot, what a process left is known to be dead once
-/// the machine booted again, whoever has its ID now.
-pub(crate) fn process_mark() -> String {
-    let pid = std::process::id();
-    match boot_id() {
-        Some(boot) => format!("{pid}@{}", boot_prefix(boot)),
-        None => pid.to_string(),
-    }
-}
-
-/// Whether the process a [`process_mark`] names is still running: its boot is this one (or unknown)
-/// and a process has its ID. (A process of this boot that died and whose ID was reused counts as
-/// running; what it left waits for that one.)
-pub(crate) fn process_alive(mark: &str) -> bool {
-    let (pid, boot) = mark.split_once('@').unwrap_or((mark, ""));
-    let this_boot = match (boot, boot_id()) {
-        ("", _) | (_, None) => true,
-        (boot, Some(current)) => boot == boot_prefix(current),
-    };
-    this_boot
-        && pid
-            .parse::<i32>()
-            .ok()
-            .and_then(rustix::process::Pid::from_raw)
-            .is_some_and(|pid| rustix::process::test_kill_process(pid).is_ok())
-}
-
-/// A boot identity as names keep it: its first 16 characters that are not `-` (of a UUID, 64 bits).
-fn boot_prefix(boot: &str) -> String {
-    boot.chars().filter(|c| *c != '-').take(16).collect()
-}
-
-/// The first line of a file the system keeps, if it has one that is not empty.
-fn first_line_of(path: &str) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let line = text.lines().next()?.trim();
-    (!line.is_empty()).then(|| line.to_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_mark_of_another_boot_is_dead_whoever_has_its_id() {
-        let mark = process_mark();
-        assert!(process_alive(&mark), "{mark}");
-        let pid = std::process::id();
-        assert!(!process_alive(&format!("{pid}@00000000")) || boot_id().is_none());
-        assert!(
-            process_alive(&pid.to_string()),
-            "a mark without a boot: by its ID"
-        );
-    }
 }

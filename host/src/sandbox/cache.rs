@@ -18,7 +18,7 @@
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::io::{self, Read as _, Write as _};
-use std::os::fd::AsRawFd as _;
+use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{FileType, Mode, OFlags};
@@ -96,9 +96,9 @@ impl PrecompiledCache {
             Found::Trusted(file) => {
                 crate::test_hooks::cache_entry_checked();
                 // The descriptor's own path: wasmtime maps the file it opens there, which is the one
-                // checked, whatever stands at the entry's name by now (without `/proc` the load fails
-                // and the component is compiled: slower, never unchecked).
-                let checked = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+                // checked, whatever stands at the entry's name by now (where that path cannot be
+                // opened the load fails and the component is compiled: slower, never unchecked).
+                let checked = crate::platform::descriptor_path(file.as_fd());
                 // SAFETY: the entry was written by `Engine::precompile_component` of an engine with
                 // the same compatibility hash, into a directory only this user can write (checked
                 // through the descriptors); wasmtime checks the header again.

@@ -6,7 +6,7 @@
 //! freed scratch of the functions compiled after it, so the heap fragments, and a process's peak is
 //! what a desktop's many servers each pay at once (BENCHMARKS.md, "Memory and the first call of every
 //! surface"). So the CLI compiles in a child: the running program again (`/proc/self/exe` on Linux:
-//! this very build, even if its file was replaced since), given the component on stdin and the cache
+//! this very build, even if its file was replaced since; `platform::own_program`), given the component on stdin and the cache
 //! directory and the component's digest as arguments. The child compiles on an engine with the running
 //! engine's settings (`engine.rs`), stores the code in the cache, and exits; the parent then maps the
 //! entry, as a warm start does. The child inherits the calling thread's scheduling class, so a compile
@@ -17,13 +17,14 @@
 
 use std::ffi::OsString;
 use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 
 use sha2::{Digest as _, Sha256};
 
 use super::component_edition;
 use super::engine::Compiler;
+use crate::platform;
 
 /// Where a toolbox compiles the components that are not in its cache yet.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,6 +52,7 @@ const REFUSED: u8 = 1;
 /// is only warned of: the parent then compiles in its own process), [`REFUSED`] with the reason on
 /// stderr when not.
 pub fn compile_command(args: &[OsString]) -> ExitCode {
+    platform::end_with_parent();
     match compile_from_stdin(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(reason) => {
@@ -99,7 +101,7 @@ pub(super) enum ChildCompile {
 /// Compiles the component in `bytes` (whose SHA-256 is `sha256`) into the cache in `dir` in a child
 /// process (see the module docs).
 pub(super) fn compile_in_child(dir: &Path, sha256: &str, bytes: &[u8]) -> Result<(), ChildCompile> {
-    let mut command = Command::new(own_program().map_err(ChildCompile::NotStarted)?);
+    let mut command = Command::new(platform::own_program().map_err(ChildCompile::NotStarted)?);
     command
         .arg(COMPILE_COMMAND)
         .arg(dir)
@@ -107,7 +109,8 @@ pub(super) fn compile_in_child(dir: &Path, sha256: &str, bytes: &[u8]) -> Result
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    end_with_this_thread(&mut command);
+    // A server that exits (its client gone) while compiling ahead leaves no compiler running behind it.
+    platform::end_with_this_thread(&mut command);
     let mut child = command.spawn().map_err(ChildCompile::NotStarted)?;
     // The child reads all of stdin before it writes anything, so this cannot block on its stderr; a
     // child that died before reading is reported by its status below.
@@ -125,37 +128,4 @@ pub(super) fn compile_in_child(dir: &Path, sha256: &str, bytes: &[u8]) -> Result
         "" => format!("the compiling process ended with {}", output.status),
         reason => reason.to_owned(),
     }))
-}
-
-/// Makes the child end when the thread that starts it does: a server that exits (its client gone)
-/// while compiling ahead leaves no compiler running behind it. The starting thread waits for the child,
-/// so it ends before the child only when the whole process does. Linux only (`PR_SET_PDEATHSIG`); on
-/// other systems a compile outlives its server by the seconds it takes.
-fn end_with_this_thread(command: &mut Command) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::process::CommandExt as _;
-        // SAFETY: the closure runs in the forked child before `exec`, and only makes one system call,
-        // which is async-signal-safe.
-        unsafe {
-            command.pre_exec(|| {
-                rustix::process::set_parent_process_death_signal(Some(
-                    rustix::process::Signal::KILL,
-                ))
-                .map_err(std::io::Error::from)
-            });
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = command;
-}
-
-/// The program this process runs, to start again as the compiler.
-fn own_program() -> std::io::Result<PathBuf> {
-    if cfg!(target_os = "linux") {
-        // The running image itself, even if the file at its path was replaced since.
-        Ok(PathBuf::from("/proc/self/exe"))
-    } else {
-        std::env::current_exe()
-    }
 }

@@ -3,7 +3,7 @@
 //! The engine that runs calls never compiles. A component not in the cache is compiled by an engine
 //! made for that compile alone, with the same settings (so its code loads in the running engine), and
 //! dropped after it: Cranelift's contexts, kept by an engine for its next compile, and the compile's
-//! own heap go with it, and `heap::release_freed` gives the freed pages back to the system. The
+//! own heap go with it, and `platform::release_freed_heap` gives the freed pages back to the system. The
 //! compiled code is then mapped from its cache entry, as a warm start maps it: a server that compiled
 //! every tool holds what one that found them cached does (BENCHMARKS.md, "Memory and the first call
 //! of every surface").
@@ -23,7 +23,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::cache::PrecompiledCache;
 use super::edition::Edition;
-use super::{CallState, Instances, Limits, heap, wasi};
+use super::{CallState, Instances, Limits, wasi};
 
 /// How often the ticker thread advances an engine's epoch once a tool has described itself or a call
 /// ran on the caller's task; the resolution of the wall-time limit and cancellation of those, and how
@@ -201,7 +201,7 @@ impl Compiler {
     pub(super) fn compile(self, sha256: &str, bytes: &[u8]) -> wasmtime::Result<Vec<u8>> {
         let compiled = self.engine.precompile_component(bytes);
         drop(self.engine);
-        heap::release_freed();
+        crate::platform::release_freed_heap();
         crate::test_hooks::compiled(sha256);
         compiled
     }

@@ -27,7 +27,6 @@ mod edition;
 mod engine;
 mod errors;
 pub(crate) mod filesystem;
-mod heap;
 mod limits;
 mod output;
 mod wasi;

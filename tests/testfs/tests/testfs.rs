@@ -1,7 +1,8 @@
 //! The test file system, mounted and used through system calls as the project's tests use it.
 //!
 //! These tests need root and `/dev/fuse`.
-
+// The file system mounts only on Linux (`/dev/fuse`).
+#![cfg(target_os = "linux")]
 // The file system under test is a temporary mount outside any root the workspace's disallowed-methods
 // lint guards: its tests open, rename and remove files there with std::fs.
 #![allow(clippy::disallowed_methods)]

@@ -1,0 +1,135 @@
+//! macOS's side of the platform layer: the host and boot-session UUIDs, `/dev/fd`, `kqueue`, quality of
+//! service classes and the malloc zones.
+//!
+//! Checked here by `cargo check` for `aarch64-apple-darwin` and `x86_64-apple-darwin` only: nothing on
+//! the project's Linux machines runs a macOS binary.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd as _, BorrowedFd};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The host UUID (`gethostuuid`), as `IOPlatformUUID` reports it.
+pub(super) fn machine_id() -> Option<String> {
+    let mut uuid = [0u8; 16];
+    let wait = libc::timespec {
+        tv_sec: 1,
+        tv_nsec: 0,
+    };
+    // SAFETY: `uuid` has the 16 bytes a `uuid_t` holds, and `wait` is a valid timeout.
+    let done = unsafe { libc::gethostuuid(uuid.as_mut_ptr(), &wait) } == 0;
+    done.then(|| uuid.iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
+/// `kern.bootsessionuuid`, new at every boot.
+pub(super) fn boot_id() -> Option<String> {
+    let mut value = [0u8; 64];
+    let mut length = value.len();
+    let name = c"kern.bootsessionuuid";
+    // SAFETY: `name` is NUL-terminated; `value` has `length` writable bytes, and the call writes at
+    // most that many and sets `length` to what it wrote; no new value is set.
+    let read = unsafe {
+        libc::sysctlbyname(
+            name.as_ptr(),
+            value.as_mut_ptr().cast(),
+            &mut length,
+            std::ptr::null_mut(),
+            0,
+        )
+    } == 0;
+    if !read {
+        return None;
+    }
+    let text = CStr::from_bytes_until_nul(&value[..length.min(value.len())]).ok()?;
+    let text = text.to_str().ok()?.trim();
+    (!text.is_empty()).then(|| text.to_owned())
+}
+
+/// Not built for macOS yet: it has no directory lock a read would wait for, so the scope check's
+/// protection against a hard link renamed over a checked name needs a re-check of its own there
+/// (issue 50). Until then the check fails closed: a call that needs it is refused.
+pub(crate) fn wait_for_directory_renames(directory: impl AsFd) -> io::Result<()> {
+    let _ = directory;
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "the re-check of a directory's renames is not built for macOS yet",
+    ))
+}
+
+/// `/dev/fd/N`: on macOS, opening it duplicates the descriptor, so it reaches the file the descriptor
+/// holds, whatever stands at the name it was opened by.
+pub(crate) fn descriptor_path(fd: BorrowedFd<'_>) -> PathBuf {
+    PathBuf::from(format!("/dev/fd/{}", fd.as_raw_fd()))
+}
+
+/// The path the running program was started from (`_NSGetExecutablePath`); macOS has no name for the
+/// running image itself.
+pub(crate) fn own_program() -> io::Result<PathBuf> {
+    std::env::current_exe()
+}
+
+/// Nothing to set before the child starts: macOS has no parent-death signal. The child watches its
+/// parent instead ([`end_with_parent`]).
+pub(crate) fn end_with_this_thread(command: &mut Command) {
+    let _ = command;
+}
+
+/// Ends this process when its parent does: a thread waits on a `kqueue` for the parent's exit
+/// (`EVFILT_PROC`, `NOTE_EXIT`). A parent already gone (this process adopted by launchd) ends it at
+/// once.
+pub(crate) fn end_with_parent() {
+    // SAFETY: `getppid` and `kqueue` take no arguments and cannot fail in a way that matters here.
+    let parent = unsafe { libc::getppid() };
+    let queue = unsafe { libc::kqueue() };
+    if parent <= 1 || queue < 0 {
+        std::process::exit(1);
+    }
+    // SAFETY: an all-zero `kevent` is valid; the fields the filter reads are set below.
+    let mut change: libc::kevent = unsafe { std::mem::zeroed() };
+    change.ident = parent as libc::uintptr_t;
+    change.filter = libc::EVFILT_PROC;
+    change.flags = libc::EV_ADD | libc::EV_ONESHOT;
+    change.fflags = libc::NOTE_EXIT;
+    // SAFETY: one valid change, no events asked back, no timeout.
+    let added =
+        unsafe { libc::kevent(queue, &change, 1, std::ptr::null_mut(), 0, std::ptr::null()) } == 0;
+    if !added {
+        // The parent ended before the watch was set (ESRCH).
+        std::process::exit(1);
+    }
+    let watching = std::thread::Builder::new()
+        .name("turngate-parent".into())
+        .spawn(move || {
+            // SAFETY: an all-zero `kevent` is valid as the buffer for one event.
+            let mut event: libc::kevent = unsafe { std::mem::zeroed() };
+            // SAFETY: waits for one event into `event`, with no changes and no timeout.
+            unsafe { libc::kevent(queue, std::ptr::null(), 0, &mut event, 1, std::ptr::null()) };
+            std::process::exit(1);
+        });
+    if watching.is_err() {
+        std::process::exit(1);
+    }
+}
+
+/// Puts the calling thread in the background quality of service class, which macOS schedules (and
+/// throttles its I/O) only when nothing of a higher class wants the CPU; per thread, as Linux's
+/// `SCHED_IDLE` is.
+pub(crate) fn lower_this_thread() {
+    // SAFETY: sets the calling thread's own class; no pointers.
+    let _ =
+        unsafe { libc::pthread_set_qos_class_self_np(libc::qos_class_t::QOS_CLASS_BACKGROUND, 0) };
+}
+
+/// Asks the malloc zones to return their free pages to the system (`malloc_zone_pressure_relief`, as
+/// the system does under memory pressure).
+pub(crate) fn release_freed_heap() {
+    unsafe extern "C" {
+        fn malloc_zone_pressure_relief(zone: *mut libc::c_void, goal: libc::size_t)
+        -> libc::size_t;
+    }
+    // SAFETY: a null zone means every zone, and a goal of 0 as much as can be returned.
+    unsafe {
+        malloc_zone_pressure_relief(std::ptr::null_mut(), 0);
+    }
+}
