@@ -18,7 +18,7 @@
 //! The packages and release step, not the test command: the package builds and their test dependencies
 //! from PyPI and npm take minutes, so these tests are `#[ignore]`d in `cargo test --workspace` and run by
 //! `.ci/run` after it, with the Python and Node packages' own suites, as
-//! `cargo test -p turngate --test python --test node --test install -- --ignored` (the README names both
+//! `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored` (the README names both
 //! commands).
 
 mod binding_support;
@@ -251,7 +251,7 @@ fn python3() -> PathBuf {
 }
 
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn the_wheel_installs_with_pip_into_a_fresh_venv_and_the_python_examples_run_without_rust() {
     let wheel = wheel();
     let home = scratch("python");
@@ -307,7 +307,7 @@ fn the_wheel_installs_with_pip_into_a_fresh_venv_and_the_python_examples_run_wit
 /// same on every run (pip builds an unpacked sdist in place, as it does the one it unpacks itself), so
 /// reruns do not leave a new copy of those crates in the target folder each time.
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn the_sdist_builds_with_pip_where_rust_is_and_the_python_examples_run() {
     let sdist = artifact("turngate-", ".tar.gz");
     let home = scratch("python-sdist");
@@ -364,7 +364,7 @@ fn the_sdist_builds_with_pip_where_rust_is_and_the_python_examples_run() {
 }
 
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn pip_refuses_the_wheel_on_another_platform_or_python_naming_it() {
     let wheel = wheel();
     let home = scratch("python-platforms");
@@ -402,7 +402,7 @@ fn pip_refuses_the_wheel_on_another_platform_or_python_naming_it() {
 /// another CPU's, as an aarch64 wheel unpacked on x86_64 is) fail at import with the platform found and
 /// what is prebuilt, not only the dynamic linker's words.
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn an_extension_module_that_does_not_load_is_an_import_error_naming_the_platform() {
     let wheel = wheel();
     let home = scratch("python-unloadable");
@@ -473,7 +473,7 @@ fn node_dir() -> PathBuf {
 }
 
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn the_npm_packages_install_into_a_fresh_folder_and_the_node_example_runs_without_rust() {
     let main = artifact("turngate-0", ".tgz");
     let platform = artifact(&format!("turngate-linux-{}-gnu-", node_cpu()), ".tgz");
@@ -576,7 +576,7 @@ fn node_cpu() -> &'static str {
 }
 
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn the_npm_packages_say_which_platform_is_missing_when_none_fits() {
     let main = artifact("turngate-0", ".tgz");
     let home = scratch("node-platforms");
@@ -633,7 +633,7 @@ fn the_npm_packages_say_which_platform_is_missing_when_none_fits() {
 }
 
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn the_cli_runs_the_demo_from_a_folder_outside_the_checkout() {
     let binary = artifact("turngate-0", "-unknown-linux-gnu");
     let home = scratch("cli");
@@ -659,7 +659,7 @@ fn the_cli_runs_the_demo_from_a_folder_outside_the_checkout() {
 }
 
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn a_tampered_artifact_fails_its_sha256sums_check() {
     let copy = scratch("sums");
     for entry in std::fs::read_dir(dist()).unwrap() {

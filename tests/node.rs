@@ -18,7 +18,7 @@ mod binding_support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use binding_support::{built_library, cargo, folding_fs, repo, run};
+use binding_support::{built_library, cargo, repo, run};
 
 /// Builds the addon (dev profile) and copies it to `dest` as `turngate.node`; napi-derive writes the
 /// addon's type definitions into `type_defs` as it compiles.
@@ -45,7 +45,7 @@ fn build_addon(dest: &Path, type_defs: &Path) -> PathBuf {
 }
 
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn node_package_tests_pass() {
     let dest = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("node-tests");
     let type_defs = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("node-type-defs");
@@ -82,7 +82,7 @@ fn node_package_tests_pass() {
                 env!("TURNGATE_TEST_GUEST_HOSTILE_RW_P3"),
             )
             .env("TURNGATE_TEST_BIN", env!("CARGO_BIN_EXE_turngate"))
-            .env("TURNGATE_TEST_FOLDING_DIR", folding_fs().path()),
+            .env("TURNGATE_TEST_FOLDING_DIR", turngate_testfs::folding_dir()),
         "node --test node/test",
     );
     eprintln!("{report}");

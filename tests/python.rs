@@ -17,10 +17,10 @@ mod binding_support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use binding_support::{as_from_a_shell, folding_fs, repo, run};
+use binding_support::{as_from_a_shell, repo, run};
 
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn python_package_tests_pass() {
     let dest = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("python-tests");
     run(
@@ -63,7 +63,7 @@ fn python_package_tests_pass() {
                 env!("TURNGATE_TEST_GUEST_HOSTILE_RW_P3"),
             )
             .env("TURNGATE_TEST_BIN", env!("CARGO_BIN_EXE_turngate"))
-            .env("TURNGATE_TEST_FOLDING_DIR", folding_fs().path())
+            .env("TURNGATE_TEST_FOLDING_DIR", turngate_testfs::folding_dir())
             .env(
                 "TURNGATE_TEST_GUEST_NOT_A_TOOL",
                 env!("TURNGATE_TEST_GUEST_NOT_A_TOOL"),
