@@ -76,14 +76,20 @@ pub(crate) fn end_with_this_thread(command: &mut Command) {
 }
 
 /// Ends this process when its parent does: a thread waits on a `kqueue` for the parent's exit
-/// (`EVFILT_PROC`, `NOTE_EXIT`). A parent already gone (this process adopted by launchd) ends it at
-/// once.
+/// (`EVFILT_PROC`, `NOTE_EXIT`). A parent already gone (this process adopted by launchd, or `ESRCH`
+/// when the watch is set) ends it at once; where no watch can be set, the compile runs on.
 pub(crate) fn end_with_parent() {
-    // SAFETY: `getppid` and `kqueue` take no arguments and cannot fail in a way that matters here.
+    // SAFETY: `getppid` takes no arguments and cannot fail.
     let parent = unsafe { libc::getppid() };
-    let queue = unsafe { libc::kqueue() };
-    if parent <= 1 || queue < 0 {
+    if parent <= 1 {
+        // Adopted by launchd: the parent is already gone.
         std::process::exit(1);
+    }
+    // SAFETY: `kqueue` takes no arguments; a failure is a negative descriptor.
+    let queue = unsafe { libc::kqueue() };
+    if queue < 0 {
+        // No watch can be set (the descriptor limit): the compile runs on, as any would without one.
+        return;
     }
     // SAFETY: an all-zero `kevent` is valid; the fields the filter reads are set below.
     let mut change: libc::kevent = unsafe { std::mem::zeroed() };
@@ -95,21 +101,34 @@ pub(crate) fn end_with_parent() {
     let added =
         unsafe { libc::kevent(queue, &change, 1, std::ptr::null_mut(), 0, std::ptr::null()) } == 0;
     if !added {
-        // The parent ended before the watch was set (ESRCH).
-        std::process::exit(1);
+        if io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+            // The parent ended before the watch was set.
+            std::process::exit(1);
+        }
+        return;
     }
     let watching = std::thread::Builder::new()
         .name("turngate-parent".into())
         .spawn(move || {
             // SAFETY: an all-zero `kevent` is valid as the buffer for one event.
             let mut event: libc::kevent = unsafe { std::mem::zeroed() };
-            // SAFETY: waits for one event into `event`, with no changes and no timeout.
-            unsafe { libc::kevent(queue, std::ptr::null(), 0, &mut event, 1, std::ptr::null()) };
-            std::process::exit(1);
+            loop {
+                // SAFETY: waits for one event into `event`, with no changes and no timeout.
+                let got = unsafe {
+                    libc::kevent(queue, std::ptr::null(), 0, &mut event, 1, std::ptr::null())
+                };
+                if got > 0 {
+                    std::process::exit(1);
+                }
+                // A signal that interrupts the wait is not the parent's exit: wait again; any other
+                // failure ends the watch, not the compile.
+                if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                    return;
+                }
+            }
         });
-    if watching.is_err() {
-        std::process::exit(1);
-    }
+    // A watch that cannot get its thread is no watch: the compile runs on.
+    drop(watching);
 }
 
 /// Puts the calling thread in the background quality of service class, which macOS schedules (and
