@@ -5,9 +5,10 @@
 //! (113 MiB with two compile threads): each compiled function is kept until the end, between the
 //! freed scratch of the functions compiled after it, so the heap fragments, and a process's peak is
 //! what a desktop's many servers each pay at once (BENCHMARKS.md, "Memory and the first call of every
-//! surface"). So the CLI compiles in a child: the running program again (`/proc/self/exe` on Linux:
-//! this very build, even if its file was replaced since; `platform::own_program`), given the component on stdin and the cache
-//! directory and the component's digest as arguments. The child compiles on an engine with the running
+//! surface"). So the CLI compiles in a child: the running program again (`platform::own_program`; on
+//! Linux this very build, even if its file was replaced since), given the component on stdin and the
+//! cache directory and the component's digest as arguments; it ends if its server does
+//! (`platform::end_with_this_thread`, `platform::end_with_parent`). The child compiles on an engine with the running
 //! engine's settings (`engine.rs`), stores the code in the cache, and exits; the parent then maps the
 //! entry, as a warm start does. The child inherits the calling thread's scheduling class, so a compile
 //! done ahead stays in the background; its memory, and a compiler crash on hostile input, end with it.
