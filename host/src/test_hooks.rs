@@ -41,6 +41,12 @@
 //!   is checked (and approved, when asked), just before the last look at its cancel and the apply
 //!   (`toolbox.rs`): it appends `held` to `<path>`, then waits (a minute at most) until the call is
 //!   cancelled, so a test can cancel it between the user's yes (or the end of its run) and the apply.
+//! * `TURNGATE_TEST_PLATFORM=posix` makes the platform layer take, on Linux, the paths macOS takes
+//!   where those are plain POSIX (read in `platform/linux.rs`, the one place it matters): a directory's renames waited for through
+//!   `readdir`, a checked descriptor reached through `/dev/fd`, files and directories flushed with
+//!   `fsync`, and renames without `renameat2`'s flags (the journal's fallbacks, as on a file system
+//!   without `renameatx_np`'s). `tests/posix.rs` sets it before `main` and runs the containment,
+//!   least-authority, journal and scope suites on those paths.
 //! * `TURNGATE_TEST_BLOCK_OPEN=<location>` makes the view's open of that file block for a minute, as a
 //!   host call on a hung filesystem would (`lower.rs`).
 //! * `TURNGATE_TEST_WORKER_CRASH_AT=<point>[@<n>]` aborts a worker the n-th time (the first without

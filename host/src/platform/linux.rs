@@ -1,11 +1,26 @@
-//! Linux's side of the platform layer: `/proc`, `getdents`, `PR_SET_PDEATHSIG`, `SCHED_IDLE` and glibc's
-//! `malloc_trim`.
+//! Linux's side of the platform layer: `/proc`, `getdents`, `PR_SET_PDEATHSIG`, `SCHED_IDLE`,
+//! `fdatasync`, `renameat2` and glibc's `malloc_trim`.
+//!
+//! Where macOS takes a plain POSIX path (`unix.rs`), `TURNGATE_TEST_PLATFORM=posix` makes Linux take it
+//! too ([`posix_paths`]), for the test suites to run the code macOS runs.
 
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd as _, BorrowedFd};
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::OnceLock;
+
+use super::{RenameError, unix};
+
+/// Whether a test asked for the POSIX paths macOS takes (`TURNGATE_TEST_PLATFORM=posix`, read once;
+/// see `test_hooks.rs`).
+fn posix_paths() -> bool {
+    static POSIX: OnceLock<bool> = OnceLock::new();
+    *POSIX.get_or_init(|| {
+        std::env::var_os("TURNGATE_TEST_PLATFORM").is_some_and(|value| value == "posix")
+    })
+}
 
 /// `/etc/machine-id`, else the host name.
 pub(super) fn machine_id() -> Option<String> {
@@ -29,6 +44,9 @@ fn first_line_of(path: &str) -> Option<String> {
 /// directories until the name cache shows its result, and reading a directory takes the directory's
 /// lock; what is read is not needed.
 pub(crate) fn wait_for_directory_renames(directory: impl AsFd) -> io::Result<()> {
+    if posix_paths() {
+        return unix::wait_for_directory_renames(directory);
+    }
     let mut buffer = [MaybeUninit::<u8>::uninit(); 512];
     if let Some(entry) = rustix::fs::RawDir::new(directory, &mut buffer).next() {
         entry?;
@@ -39,7 +57,39 @@ pub(crate) fn wait_for_directory_renames(directory: impl AsFd) -> io::Result<()>
 /// `/proc/self/fd/N`: opening it opens the file the descriptor holds, whatever stands at the name the
 /// descriptor was opened by.
 pub(crate) fn descriptor_path(fd: BorrowedFd<'_>) -> PathBuf {
+    if posix_paths() {
+        return unix::descriptor_path(fd);
+    }
     PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// `fdatasync`: the file's bytes and its size on the device (Linux's `fsync` family asks the device
+/// to write its cache through as well).
+pub(crate) fn flush_data(file: &std::fs::File) -> io::Result<()> {
+    if posix_paths() {
+        return unix::fsync(file);
+    }
+    Ok(rustix::fs::fdatasync(file)?)
+}
+
+/// `fsync` of a directory (a descriptor opened for reading it): its entries on the device.
+pub(crate) fn flush_entries(directory: &std::fs::File) -> io::Result<()> {
+    unix::fsync(directory)
+}
+
+/// `renameat2` with `flags`; as if the system had none when a test asks for the POSIX paths (a file
+/// system without `renameatx_np`'s flags on macOS: the journal's fallbacks).
+pub(crate) fn rename_with(
+    from_dir: impl AsFd,
+    from: &str,
+    to_dir: impl AsFd,
+    to: &str,
+    flags: rustix::fs::RenameFlags,
+) -> Result<(), RenameError> {
+    if posix_paths() {
+        return Err(RenameError::Unsupported);
+    }
+    unix::rename_with(from_dir, from, to_dir, to, flags)
 }
 
 /// `/proc/self/exe`: the running image itself, even if the file at its path was replaced since.

@@ -1,14 +1,17 @@
-//! macOS's side of the platform layer: the host and boot-session UUIDs, `/dev/fd`, `kqueue`, quality of
-//! service classes and the malloc zones.
+//! macOS's side of the platform layer: the host and boot-session UUIDs, `kqueue`, quality of service
+//! classes, `F_FULLFSYNC` and the malloc zones; reading a directory, `/dev/fd` and `renameatx_np` are
+//! `unix.rs`'s.
 //!
 //! Checked here by `cargo check` for `aarch64-apple-darwin` and `x86_64-apple-darwin` only: nothing on
 //! the project's Linux machines runs a macOS binary.
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd as _, BorrowedFd};
 use std::path::PathBuf;
 use std::process::Command;
+
+use super::unix::fsync;
+pub(crate) use super::unix::{descriptor_path, rename_with, wait_for_directory_renames};
 
 /// The host UUID (`gethostuuid`), as `IOPlatformUUID` reports it.
 pub(super) fn machine_id() -> Option<String> {
@@ -46,21 +49,31 @@ pub(super) fn boot_id() -> Option<String> {
     (!text.is_empty()).then(|| text.to_owned())
 }
 
-/// Not built for macOS yet: it has no directory lock a read would wait for, so the scope check's
-/// protection against a hard link renamed over a checked name needs a re-check of its own there
-/// (issue 50). Until then the check fails closed: a call that needs it is refused.
-pub(crate) fn wait_for_directory_renames(directory: impl AsFd) -> io::Result<()> {
-    let _ = directory;
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "the re-check of a directory's renames is not built for macOS yet",
-    ))
+/// Full flushes: `fsync` on macOS hands the data to the drive, which may keep it in its own cache
+/// and write it in any order; only `F_FULLFSYNC` asks the drive to write everything it holds to
+/// stable storage. The journal's promise after a power loss needs it for the staged files and the log
+/// (their bytes) and for the directories it renames in and out of (their entries): one
+/// `F_FULLFSYNC` flushes the whole drive's cache, so each costs at least a round trip to the drive
+/// (not measured: nothing on the project's Linux machines runs macOS). A file system that does not offer it (some network and FUSE ones
+/// refuse it as `ENOTSUP` or `ENOTTY`) gets `fsync`, the most it offers.
+pub(crate) fn flush_data(file: &std::fs::File) -> io::Result<()> {
+    full_flush(file)
 }
 
-/// `/dev/fd/N`: on macOS, opening it duplicates the descriptor, so it reaches the file the descriptor
-/// holds, whatever stands at the name it was opened by.
-pub(crate) fn descriptor_path(fd: BorrowedFd<'_>) -> PathBuf {
-    PathBuf::from(format!("/dev/fd/{}", fd.as_raw_fd()))
+/// A directory's entries, flushed as [`flush_data`] flushes a file.
+pub(crate) fn flush_entries(directory: &std::fs::File) -> io::Result<()> {
+    full_flush(directory)
+}
+
+fn full_flush(file: &std::fs::File) -> io::Result<()> {
+    use rustix::io::Errno;
+    match rustix::fs::fcntl_fullfsync(file) {
+        Ok(()) => Ok(()),
+        Err(error) if error == Errno::NOTSUP || error == Errno::NOTTY || error == Errno::INVAL => {
+            fsync(file)
+        }
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// The path the running program was started from (`_NSGetExecutablePath`); macOS has no name for the

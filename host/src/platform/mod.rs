@@ -13,13 +13,21 @@
 //! - [`own_program`], [`end_with_this_thread`] and [`end_with_parent`], to start this program again as a
 //!   compiler that does not outlive the server that started it;
 //! - [`lower_this_thread`], the priority of work done ahead (compiles nobody waits for yet);
-//! - [`release_freed_heap`], giving back to the system what a compile freed.
+//! - [`release_freed_heap`], giving back to the system what a compile freed;
+//! - [`flush_data`] and [`flush_entries`], what the journal's promise after a power loss rests on;
+//! - [`exchange_entries`] and [`rename_if_absent`], the renames the journal applies with, which say
+//!   when the system or the file system has none ([`RenameError::Unsupported`]: the journal then
+//!   takes its fallbacks, `effects/journal/moves.rs`).
 //!
-//! Renames that never replace or that exchange two names are rustix's `renameat_with` on both systems
-//! (`renameat2` on Linux, `renameatx_np` on macOS), with the journal's fallbacks where a file system
-//! has neither (`effects/journal/moves.rs`).
+//! Linux takes `unix.rs`'s paths, the ones macOS takes, when a test asks
+//! (`TURNGATE_TEST_PLATFORM=posix`): `tests/posix.rs` runs the containment, least-authority, journal
+//! and scope suites on them, so every CI run exercises them here, where no Mac is.
 
+use std::io;
+use std::os::fd::AsFd;
 use std::sync::OnceLock;
+
+use rustix::fs::RenameFlags;
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -36,8 +44,8 @@ compile_error!(
 mod unix;
 
 pub(crate) use os::{
-    descriptor_path, end_with_parent, end_with_this_thread, lower_this_thread, own_program,
-    release_freed_heap, wait_for_directory_renames,
+    descriptor_path, end_with_parent, end_with_this_thread, flush_data, flush_entries,
+    lower_this_thread, own_program, release_freed_heap, wait_for_directory_renames,
 };
 pub(crate) use unix::{process_alive, process_mark};
 
@@ -65,4 +73,35 @@ pub(crate) fn boot_id() -> Option<&'static str> {
             .or_else(os::boot_id)
     })
     .as_deref()
+}
+
+/// Why a rename with flags did not happen.
+#[derive(Debug)]
+pub(crate) enum RenameError {
+    /// The system or the file system has no such rename (`EINVAL`, `ENOSYS`, `ENOTSUP`).
+    Unsupported,
+    /// It has one, and the rename failed.
+    Failed(io::Error),
+}
+
+/// Swaps the entries `a` in `a_dir` and `b` in `b_dir` in one step (`renameat2(RENAME_EXCHANGE)`,
+/// `renameatx_np(RENAME_SWAP)`).
+pub(crate) fn exchange_entries(
+    a_dir: impl AsFd,
+    a: &str,
+    b_dir: impl AsFd,
+    b: &str,
+) -> Result<(), RenameError> {
+    os::rename_with(a_dir, a, b_dir, b, RenameFlags::EXCHANGE)
+}
+
+/// Renames `from` to `to` in one step that fails if `to` exists (`renameat2(RENAME_NOREPLACE)`,
+/// `renameatx_np(RENAME_EXCL)`).
+pub(crate) fn rename_if_absent(
+    from_dir: impl AsFd,
+    from: &str,
+    to_dir: impl AsFd,
+    to: &str,
+) -> Result<(), RenameError> {
+    os::rename_with(from_dir, from, to_dir, to, RenameFlags::NOREPLACE)
 }

@@ -1,6 +1,13 @@
-//! What every Unix provides alike: process IDs and the signal that probes them.
+//! What every Unix provides alike: process IDs and the signal that probes them, reading a directory's
+//! entries, `/dev/fd`, `fsync`, and renames with flags where the system has them. macOS takes these
+//! paths; Linux takes them where it has nothing better, and all of them when a test asks
+//! (`TURNGATE_TEST_PLATFORM=posix`, `linux.rs`).
 
-use super::boot_id;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd as _, BorrowedFd};
+use std::path::PathBuf;
+
+use super::{RenameError, boot_id};
 
 /// This process among every process that ever ran on the machine: its ID and, after `@`, the start of
 /// the boot's identity (`<pid>@<boot>`, or the ID alone where the boot is not known). A process ID is
@@ -36,8 +43,57 @@ fn boot_prefix(boot: &str) -> String {
     boot.chars().filter(|c| *c != '-').take(16).collect()
 }
 
+/// Waits until no rename is under way in `directory` (a descriptor opened for reading its entries) by
+/// reading its first entry through a stream of its own (`readdir`, from the start). A rename holds
+/// the directory and the file locked from the link count's change to the name's, and reading the
+/// entries takes the directory's lock: on Linux `getdents` takes the directory's inode lock; on
+/// macOS `getdirentries` locks the directory's vnode, as a rename locks the vnodes of both
+/// directories and of the files it moves and replaces (xnu's VFS and HFS+, whose sources are public;
+/// APFS keeps the same locking protocol, which only the macOS runners' race tests check).
+pub(crate) fn wait_for_directory_renames(directory: impl AsFd) -> io::Result<()> {
+    if let Some(entry) = rustix::fs::Dir::read_from(directory)?.read() {
+        entry?;
+    }
+    Ok(())
+}
+
+/// `/dev/fd/N`: opening it reaches the file the descriptor holds, whatever stands at the name the
+/// descriptor was opened by (macOS duplicates the descriptor; on Linux it is a link to
+/// `/proc/self/fd/N`, which opens the file again).
+pub(crate) fn descriptor_path(fd: BorrowedFd<'_>) -> PathBuf {
+    PathBuf::from(format!("/dev/fd/{}", fd.as_raw_fd()))
+}
+
+/// `fsync`: a file's data and metadata, or a directory's entries, handed to the storage device (on
+/// macOS the drive may still hold them in its own cache: see [`super::flush_data`]).
+pub(crate) fn fsync(file: &std::fs::File) -> io::Result<()> {
+    Ok(rustix::fs::fsync(file)?)
+}
+
+/// Renames with `flags` (`renameat2` on Linux, `renameatx_np` on macOS); a system or file system
+/// that has no such rename says so as [`RenameError::Unsupported`].
+pub(crate) fn rename_with(
+    from_dir: impl AsFd,
+    from: &str,
+    to_dir: impl AsFd,
+    to: &str,
+    flags: rustix::fs::RenameFlags,
+) -> Result<(), RenameError> {
+    use rustix::io::Errno;
+    rustix::fs::renameat_with(from_dir, from, to_dir, to, flags).map_err(|error| {
+        if error == Errno::INVAL || error == Errno::NOSYS || error == Errno::NOTSUP {
+            RenameError::Unsupported
+        } else {
+            RenameError::Failed(error.into())
+        }
+    })
+}
+
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests' own temporary files
 mod tests {
+    use std::io::Write as _;
+
     use super::*;
 
     #[test]
@@ -50,5 +106,30 @@ mod tests {
             process_alive(&pid.to_string()),
             "a mark without a boot: by its ID"
         );
+    }
+
+    #[test]
+    fn reading_a_directory_from_a_shared_descriptor_works_again_and_again() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::File::create(dir.path().join("a")).unwrap();
+        let shared = std::fs::File::open(dir.path()).unwrap();
+        for _ in 0..3 {
+            wait_for_directory_renames(&shared).unwrap();
+        }
+        let empty = tempfile::tempdir().unwrap();
+        wait_for_directory_renames(std::fs::File::open(empty.path()).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_descriptor_path_reaches_the_file_held_not_the_one_at_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = dir.path().join("entry");
+        std::fs::write(&name, "checked").unwrap();
+        let held = std::fs::File::open(&name).unwrap();
+        let mut replacement = tempfile::NamedTempFile::new_in(dir.path()).unwrap();
+        replacement.write_all(b"swapped in").unwrap();
+        replacement.persist(&name).unwrap();
+        let reached = std::fs::read_to_string(descriptor_path(held.as_fd())).unwrap();
+        assert_eq!(reached, "checked");
     }
 }

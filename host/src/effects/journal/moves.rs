@@ -8,6 +8,8 @@ use std::io;
 
 use cap_std::fs::{Dir, MetadataExt};
 
+use crate::platform::{self, RenameError};
+
 /// The device and inode of the entry `name` in `dir`, not following it.
 pub(super) fn object_at(dir: &Dir, name: &str) -> io::Result<(u64, u64)> {
     let metadata = dir.symlink_metadata(name)?;
@@ -43,24 +45,23 @@ pub(super) fn ensure_arrived(
     ))
 }
 
-/// Swaps two directory entries atomically (`renameat2(RENAME_EXCHANGE)`). Where the filesystem cannot,
-/// the old entry is linked aside, the new one renamed over it, and the old one moved to where the new
-/// one was: the same end state, with the old file linked twice for a moment.
+/// Swaps two directory entries atomically ([`platform::exchange_entries`]). Where the system or the
+/// file system cannot, the old entry is linked aside, the new one renamed over it, and the old one
+/// moved to where the new one was: the same end state, with the old file linked twice for a moment.
 pub(super) fn exchange(a_dir: &Dir, a: &str, b_dir: &Dir, b: &str) -> io::Result<()> {
-    use rustix::fs::{RenameFlags, renameat_with};
-    match renameat_with(a_dir, a, b_dir, b, RenameFlags::EXCHANGE) {
+    match platform::exchange_entries(a_dir, a, b_dir, b) {
         Ok(()) => Ok(()),
-        Err(e) if unsupported(e) => {
+        Err(RenameError::Unsupported) => {
             let aside = format!("{a}.old");
             b_dir.hard_link(b, a_dir, &aside)?;
             a_dir.rename(a, b_dir, b)?;
             a_dir.rename(&aside, a_dir, a)
         }
-        Err(e) => Err(e.into()),
+        Err(RenameError::Failed(e)) => Err(e),
     }
 }
 
-/// Renames `from` to `to` unless `to` exists (`renameat2(RENAME_NOREPLACE)`; elsewhere a link, which
+/// Renames `from` to `to` unless `to` exists ([`platform::rename_if_absent`]; elsewhere a link, which
 /// fails when the name is taken, and an unlink).
 pub(super) fn rename_no_replace(
     from_dir: &Dir,
@@ -68,19 +69,12 @@ pub(super) fn rename_no_replace(
     to_dir: &Dir,
     to: &str,
 ) -> io::Result<()> {
-    use rustix::fs::{RenameFlags, renameat_with};
-    match renameat_with(from_dir, from, to_dir, to, RenameFlags::NOREPLACE) {
+    match platform::rename_if_absent(from_dir, from, to_dir, to) {
         Ok(()) => Ok(()),
-        Err(e) if unsupported(e) => {
+        Err(RenameError::Unsupported) => {
             from_dir.hard_link(from, to_dir, to)?;
             from_dir.remove_file(from)
         }
-        Err(e) => Err(e.into()),
+        Err(RenameError::Failed(e)) => Err(e),
     }
-}
-
-/// Whether `renameat2` with flags is not available on this system or filesystem.
-fn unsupported(error: rustix::io::Errno) -> bool {
-    use rustix::io::Errno;
-    error == Errno::INVAL || error == Errno::NOSYS || error == Errno::NOTSUP
 }
