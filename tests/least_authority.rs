@@ -203,19 +203,45 @@ fn a_hard_link_swapped_in_while_a_tool_reads_never_hands_it_the_outside_file() {
     // The issue's probe: while the tool reads drafts/data.txt over and over, another thread renames a
     // hard link of a file outside the root over it, then a plain file back. The view checks the entry
     // it looked up; only holding the opened descriptor to that entry keeps the swap out.
-    hard_link_swapped_in_while_reading("drafts", "drafts/data.txt", "drafts/**");
+    let reads = if common::folding_roots() { 200 } else { 2000 };
+    let ws = Workspace::new();
+    hard_link_swapped_in_while_reading(ws, "drafts", "drafts/data.txt", "drafts/**", reads);
 }
 
 #[test]
 fn a_hard_link_swapped_in_at_the_root_while_a_tool_reads_never_hands_it_the_outside_file() {
     // The same in the root itself, whose entries every call reads through one shared descriptor.
-    hard_link_swapped_in_while_reading(".", "data.txt", "**");
+    let reads = if common::folding_roots() { 200 } else { 2000 };
+    let ws = Workspace::new();
+    hard_link_swapped_in_while_reading(ws, ".", "data.txt", "**", reads);
 }
 
-/// Reads `file` (the tool approved for `path`, the policy's `grant`) over and over for 4 s while
-/// another thread swaps a hard link of an outside file in and the plain file back.
-fn hard_link_swapped_in_while_reading(path: &str, file: &str, grant: &str) {
-    let ws = Workspace::new();
+#[test]
+#[cfg(target_os = "linux")] // the test file system is FUSE on Linux
+fn a_hard_link_being_renamed_away_is_never_read_for_a_file_with_one_link() {
+    // The window the view's second look closes, held open: on the test file system a rename that
+    // replaces a file drops the replaced file's link at once and moves the name 30 ms later
+    // (`turngate_testfs::Options::lagging_renames`), so while the plain file is renamed over the
+    // hard link, a lookup of the name still finds the outside file, with a single link. Only waiting
+    // for the rename to end (reading the directory's entries) before looking again keeps it out.
+    let lagging = turngate_testfs::shared(turngate_testfs::Options {
+        lagging_renames: true,
+        ..Default::default()
+    });
+    let ws = Workspace::in_dir(lagging.path());
+    // Each read may wait out a rename: few enough that a call ends within its 1 s limit.
+    hard_link_swapped_in_while_reading(ws, "drafts", "drafts/data.txt", "drafts/**", 10);
+}
+
+/// Reads `file` (the tool approved for `path`, the policy's `grant`), `reads` times a call, over and
+/// over for 4 s, while another thread swaps a hard link of an outside file in and the plain file back.
+fn hard_link_swapped_in_while_reading(
+    ws: Workspace,
+    path: &str,
+    file: &str,
+    grant: &str,
+    reads: usize,
+) {
     ws.write(file, "inside data\n");
     let policy = policy(&format!("[tools.hostile_ro]\npaths = [\"{grant}\"]\n"));
     let target = ws.root_path().join(file);
@@ -245,7 +271,6 @@ fn hard_link_swapped_in_while_reading(path: &str, file: &str, grant: &str) {
     let started = std::time::Instant::now();
     // Each call reads within the 1 s limit: on the FUSE file system of the folding run, whose one
     // thread also serves the swaps, a read costs ten times what it does on the ordinary one.
-    let reads = if common::folding_roots() { 200 } else { 2000 };
     while started.elapsed() < Duration::from_secs(4) {
         let input = json!({"attack": "read_repeatedly", "path": path, "arg": file, "size": reads});
         let outcome = call(

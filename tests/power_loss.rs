@@ -33,6 +33,7 @@ const CRASHABLE: Options = Options {
     folding: false,
     power_loss: true,
     plain_renames: false,
+    lagging_renames: false,
 };
 
 /// The same, without `RENAME_NOREPLACE` and `RENAME_EXCHANGE` (as LazyFS, NFS and many FUSE file

@@ -48,6 +48,8 @@ pub(crate) struct State {
     power_loss: bool,
     /// Answer EINVAL to renames with flags ([`crate::Options::plain_renames`]).
     plain_renames: bool,
+    /// Hold renames that replace a file between their halves ([`crate::Options::lagging_renames`]).
+    pub(crate) lagging_renames: bool,
     /// Which mount is current: a request from an earlier mount (before a reboot) answers EIO.
     pub(crate) generation: u64,
     /// What processes see.
@@ -80,6 +82,7 @@ impl State {
         State {
             power_loss: options.power_loss,
             plain_renames: options.plain_renames,
+            lagging_renames: options.lagging_renames,
             generation: 0,
             live: tree.clone(),
             committed: tree,
@@ -487,6 +490,33 @@ impl State {
         });
         self.freeze_after(after);
         result
+    }
+
+    /// The first half of a lagging rename of `parent/name` over `newparent/newname`: the file it
+    /// replaces loses that link now, and is returned for [`State::end_lag`]; `None` when the rename
+    /// replaces no file (it then runs whole at once).
+    fn begin_lag(
+        &mut self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+    ) -> Option<u64> {
+        let moved = self.live.lookup(parent, name).ok()??.ino;
+        let replaced = self.live.lookup(newparent, newname).ok()??.ino;
+        let node = self.live.node_mut(replaced).ok()?;
+        if replaced == moved || node.is_dir() || node.nlink == 0 {
+            return None;
+        }
+        node.nlink -= 1;
+        Some(replaced)
+    }
+
+    /// Gives back the link [`State::begin_lag`] took, for the rename to take it as it runs.
+    fn end_lag(&mut self, replaced: u64) {
+        if let Ok(node) = self.live.node_mut(replaced) {
+            node.nlink += 1;
+        }
     }
 
     fn link(&mut self, ino: u64, newparent: u64, newname: &OsStr) -> Result<FileAttr, Errno> {
@@ -928,8 +958,31 @@ impl Filesystem for Server {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let result =
-            self.with(|state| state.rename(parent.0, name, newparent.0, newname, flags.bits()));
+        let (parent, newparent, flags) = (parent.0, newparent.0, flags.bits());
+        let lagging = self.with(|state| {
+            Ok((state.lagging_renames && flags == 0)
+                .then(|| state.begin_lag(parent, name, newparent, newname))
+                .flatten())
+        });
+        if let Ok(Some(replaced)) = lagging {
+            // The second half answers from a thread of its own, so that this one serves the lookups
+            // and reads that come meanwhile.
+            let server = Server {
+                state: self.state.clone(),
+                generation: self.generation,
+            };
+            let (name, newname) = (name.to_owned(), newname.to_owned());
+            std::thread::spawn(move || {
+                std::thread::sleep(crate::RENAME_LAG);
+                let result = server.with(|state| {
+                    state.end_lag(replaced);
+                    state.rename(parent, &name, newparent, &newname, flags)
+                });
+                server.empty(reply, result);
+            });
+            return;
+        }
+        let result = self.with(|state| state.rename(parent, name, newparent, newname, flags));
         self.empty(reply, result);
     }
 

@@ -23,7 +23,16 @@ pub struct Options {
     /// Answer EINVAL to `renameat2` with `RENAME_NOREPLACE` or `RENAME_EXCHANGE`, as file systems
     /// without them do (LazyFS, NFS, many FUSE file systems), so programs take their fallbacks.
     pub plain_renames: bool,
+    /// Hold every plain rename that replaces a file for [`RENAME_LAG`] between its two halves: the
+    /// replaced file loses its link at once, while lookups still find it at the name, which moves only
+    /// when the rename answers. The kernel holds both directories locked until then, as Linux's own
+    /// file systems do in a window too short for a test to hit at will: a process that reads the
+    /// directory's entries waits for the rename; one that only looks the name up does not.
+    pub lagging_renames: bool,
 }
+
+/// How long a lagging rename ([`Options::lagging_renames`]) holds between its two halves.
+pub const RENAME_LAG: std::time::Duration = std::time::Duration::from_millis(30);
 
 /// Which of the metadata operations still pending (journaled, not yet committed by an fsync) a power
 /// loss keeps.
@@ -301,8 +310,9 @@ impl Drop for TestFs {
 ///
 /// If the file system cannot be mounted (the process is not root, or `/dev/fuse` is missing).
 pub fn shared(options: Options) -> &'static TestFs {
-    static SHARED: [OnceLock<TestFs>; 8] = [const { OnceLock::new() }; 8];
-    let slot = &SHARED[usize::from(options.folding) * 4
+    static SHARED: [OnceLock<TestFs>; 16] = [const { OnceLock::new() }; 16];
+    let slot = &SHARED[usize::from(options.lagging_renames) * 8
+        + usize::from(options.folding) * 4
         + usize::from(options.power_loss) * 2
         + usize::from(options.plain_renames)];
     slot.get_or_init(|| {

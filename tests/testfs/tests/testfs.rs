@@ -21,16 +21,19 @@ const FOLDING: Options = Options {
     folding: true,
     power_loss: false,
     plain_renames: false,
+    lagging_renames: false,
 };
 const PLAIN: Options = Options {
     folding: false,
     power_loss: false,
     plain_renames: false,
+    lagging_renames: false,
 };
 const CRASHABLE: Options = Options {
     folding: false,
     power_loss: true,
     plain_renames: false,
+    lagging_renames: false,
 };
 
 fn mount(options: Options) -> TestFs {
