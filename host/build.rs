@@ -270,8 +270,10 @@ fn guest_target_dir() -> PathBuf {
         .and_then(Path::parent)
         .expect("target directory")
         .to_path_buf();
-    if !target.join("CACHEDIR.TAG").is_file() {
-        // A cross-compiling layout (<target>/<triple>/<profile>): the target directory is one level up.
+    let triple = env::var_os("TARGET").expect("set by cargo");
+    if target.file_name() == Some(triple.as_os_str()) {
+        // A build for a named target (<target>/<triple>/<profile>): the target directory is one level
+        // up. (Cargo does not always write a `CACHEDIR.TAG` to tell the target directory by.)
         target.pop();
     }
     target.join("guests")
