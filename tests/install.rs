@@ -20,6 +20,11 @@
 //! `.ci/run` after it, with the Python and Node packages' own suites, as
 //! `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored` (the README names both
 //! commands).
+//!
+//! The artifacts these tests hold to their names and formats are Linux's (a manylinux wheel with an ELF
+//! extension module, the `linux-*-gnu` npm packages, the `unknown-linux-gnu` CLI, a `SHA256SUMS` checked
+//! with GNU `sha256sum`): those tests are compiled on Linux only (`#[cfg]`, not `#[ignore]`: they are
+//! ignored already, and `--ignored` runs them). The sdist's test runs everywhere.
 
 mod binding_support;
 mod fake_provider;
@@ -28,6 +33,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+#[cfg(target_os = "linux")]
 use std::time::Instant;
 
 use binding_support::{as_from_a_shell, repo, run};
@@ -80,6 +86,7 @@ fn artifact(prefix: &str, suffix: &str) -> PathBuf {
 }
 
 /// The wheel, tagged abi3 (CPython 3.10 and later) and manylinux.
+#[cfg(target_os = "linux")]
 fn wheel() -> PathBuf {
     let wheel = artifact("turngate-", ".whl");
     let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
@@ -250,6 +257,8 @@ fn python3() -> PathBuf {
     PathBuf::from(out.trim())
 }
 
+// Linux only: the wheel is manylinux.
+#[cfg(target_os = "linux")]
 #[test]
 #[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn the_wheel_installs_with_pip_into_a_fresh_venv_and_the_python_examples_run_without_rust() {
@@ -363,6 +372,8 @@ fn the_sdist_builds_with_pip_where_rust_is_and_the_python_examples_run() {
     assert_python_examples_run("python-sdist", &venv, &home, &bare_venv);
 }
 
+// Linux only: the wheel is manylinux, and macOS is one of the other platforms it is refused on.
+#[cfg(target_os = "linux")]
 #[test]
 #[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn pip_refuses_the_wheel_on_another_platform_or_python_naming_it() {
@@ -401,6 +412,8 @@ fn pip_refuses_the_wheel_on_another_platform_or_python_naming_it() {
 /// A wheel's files copied onto a machine they were not built for (here: the extension module marked as
 /// another CPU's, as an aarch64 wheel unpacked on x86_64 is) fail at import with the platform found and
 /// what is prebuilt, not only the dynamic linker's words.
+// Linux only: the extension module is ELF, and the message names Linux.
+#[cfg(target_os = "linux")]
 #[test]
 #[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn an_extension_module_that_does_not_load_is_an_import_error_naming_the_platform() {
@@ -446,6 +459,7 @@ fn an_extension_module_that_does_not_load_is_an_import_error_naming_the_platform
 }
 
 /// `npm install` of the tarballs, offline: nothing of turngate comes from a registry.
+#[cfg(target_os = "linux")]
 fn npm_install(folder: &Path, home: &Path, path: &OsString, tarballs: &[&Path]) -> Output {
     output(bare(
         Command::new("npm")
@@ -464,6 +478,7 @@ fn npm_install(folder: &Path, home: &Path, path: &OsString, tarballs: &[&Path]) 
 }
 
 /// The folder `node` lives in, for a PATH without Rust.
+#[cfg(target_os = "linux")]
 fn node_dir() -> PathBuf {
     let out = run(
         Command::new("node").args(["-p", "process.execPath"]),
@@ -472,6 +487,8 @@ fn node_dir() -> PathBuf {
     Path::new(out.trim()).parent().unwrap().to_path_buf()
 }
 
+// Linux only: the platform package is `turngate-linux-<cpu>-gnu`.
+#[cfg(target_os = "linux")]
 #[test]
 #[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn the_npm_packages_install_into_a_fresh_folder_and_the_node_example_runs_without_rust() {
@@ -567,6 +584,7 @@ fn the_npm_packages_install_into_a_fresh_folder_and_the_node_example_runs_withou
 }
 
 /// This machine's CPU in Node's words.
+#[cfg(target_os = "linux")]
 fn node_cpu() -> &'static str {
     match std::env::consts::ARCH {
         "x86_64" => "x64",
@@ -575,6 +593,8 @@ fn node_cpu() -> &'static str {
     }
 }
 
+// Linux only: the packages and the message are `linux-<cpu>-gnu`'s.
+#[cfg(target_os = "linux")]
 #[test]
 #[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn the_npm_packages_say_which_platform_is_missing_when_none_fits() {
@@ -632,6 +652,8 @@ fn the_npm_packages_say_which_platform_is_missing_when_none_fits() {
     );
 }
 
+// Linux only: the CLI is `unknown-linux-gnu`'s.
+#[cfg(target_os = "linux")]
 #[test]
 #[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn the_cli_runs_the_demo_from_a_folder_outside_the_checkout() {
@@ -658,6 +680,8 @@ fn the_cli_runs_the_demo_from_a_folder_outside_the_checkout() {
     }
 }
 
+// Linux only: GNU `sha256sum --check`, and the manylinux wheel.
+#[cfg(target_os = "linux")]
 #[test]
 #[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
 fn a_tampered_artifact_fails_its_sha256sums_check() {

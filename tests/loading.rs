@@ -680,6 +680,10 @@ fn child_of_concurrent_first_calls() {
 /// and the engines kept 71 MiB more. Memory belongs to a process, so the
 /// compiles run in a child process of this test binary ([`child_of_compiles_in_this_process`]).
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "needs /proc/self/status (RssAnon), and its bound is glibc's (malloc_trim): Linux only"
+)]
 fn compiling_in_this_process_gives_the_memory_of_the_compiles_back() {
     let status = std::process::Command::new(std::env::current_exe().unwrap())
         .args([

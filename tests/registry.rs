@@ -144,6 +144,10 @@ fn grants() -> Value {
 }
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "needs docker-registry (the Debian package docker-registry): Linux only"
+)]
 fn a_tool_signed_by_a_trusted_key_installs_by_tag_and_runs_only_with_its_accepted_grants() {
     let test =
         "a_tool_signed_by_a_trusted_key_installs_by_tag_and_runs_only_with_its_accepted_grants";
@@ -204,6 +208,10 @@ fn a_tool_signed_by_a_trusted_key_installs_by_tag_and_runs_only_with_its_accepte
 }
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "needs docker-registry (the Debian package docker-registry): Linux only"
+)]
 fn unsigned_or_untrusted_tools_are_refused_and_nothing_is_written() {
     let Some(setup) =
         Setup::with_registry("unsigned_or_untrusted_tools_are_refused_and_nothing_is_written")
@@ -255,6 +263,10 @@ fn unsigned_or_untrusted_tools_are_refused_and_nothing_is_written() {
 }
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "needs docker-registry (the Debian package docker-registry): Linux only"
+)]
 fn a_signature_replayed_from_another_manifest_is_refused() {
     let Some(setup) = Setup::with_registry("a_signature_replayed_from_another_manifest_is_refused")
     else {
@@ -316,6 +328,10 @@ fn a_signature_replayed_from_another_manifest_is_refused() {
 }
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "needs docker-registry (the Debian package docker-registry): Linux only"
+)]
 fn a_moved_tag_is_shown_and_followed_only_on_yes() {
     let Some(setup) = Setup::with_registry("a_moved_tag_is_shown_and_followed_only_on_yes") else {
         return;
@@ -385,6 +401,10 @@ fn a_moved_tag_is_shown_and_followed_only_on_yes() {
 }
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "needs docker-registry (the Debian package docker-registry): Linux only"
+)]
 fn bytes_not_matching_the_layer_digest_are_refused() {
     let Some(setup) = Setup::with_registry("bytes_not_matching_the_layer_digest_are_refused")
     else {
@@ -416,6 +436,10 @@ fn digest_of_file(path: &Path) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "needs docker-registry (the Debian package docker-registry): Linux only"
+)]
 fn a_locked_load_refuses_a_tool_whose_kept_signature_or_manifest_was_changed() {
     let Some(setup) = Setup::with_registry(
         "a_locked_load_refuses_a_tool_whose_kept_signature_or_manifest_was_changed",
@@ -1045,6 +1069,11 @@ fn add_from(setup: &Setup, reference: &str, extra: &[&str]) -> std::process::Out
 }
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "needs a second loopback address, 127.0.0.2 (Linux routes all of 127.0.0.0/8 to the \
+              loopback interface; macOS has only 127.0.0.1 unless an alias is added): Linux only"
+)]
 fn a_blob_redirected_to_another_host_is_fetched_without_the_registry_credentials() {
     let setup = Setup::without_registry();
     let component = std::fs::read(guest(TOOL)).unwrap();
