@@ -1,9 +1,10 @@
 'use strict';
 // Finds the N-API addon for this machine: the file TURNGATE_NODE_ADDON names (the tests' build), the
 // `turngate.node` a build from a clone put beside index.js, or the prebuilt addon of the platform
-// package npm installed beside this one (`turngate-linux-x64-gnu`, ...: optional dependencies of which
-// npm installs only the one whose `os`, `cpu` and `libc` match). Whatever is missing is said in words:
-// the platform found, the platforms prebuilt, how to build from source. Never a dynamic-linker error.
+// package npm installed beside this one (`turngate-linux-x64-gnu`, `turngate-darwin-arm64`, ...:
+// optional dependencies of which npm installs only the one whose `os`, `cpu` and, on Linux, `libc`
+// match). Whatever is missing is said in words: the platform found, the platforms prebuilt, how to build
+// from source. Never a dynamic-linker error.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -11,11 +12,20 @@ const path = require('node:path');
 /** The oldest Node the package supports (package.json `engines`). */
 const MIN_NODE_MAJOR = 20;
 
-/** The prebuilt addons, by the platform each serves (`<os>-<cpu>-<libc>`, napi-rs's names). */
+/**
+ * The prebuilt addons, by the platform each serves (napi-rs's names: `<os>-<cpu>-<libc>` on Linux,
+ * `<os>-<cpu>` on macOS, which has one C library).
+ */
 const PREBUILT = {
   'linux-x64-gnu': 'turngate-linux-x64-gnu',
   'linux-arm64-gnu': 'turngate-linux-arm64-gnu',
+  'darwin-arm64': 'turngate-darwin-arm64',
+  'darwin-x64': 'turngate-darwin-x64',
 };
+
+/** What the prebuilt addons need of the machine, said when one does not load. */
+const PREBUILT_NEEDS =
+  'Linux with glibc 2.28 or later, or macOS 11 or later on Apple silicon and 10.12 or later on Intel';
 
 /** The file name of the addon inside its platform package. */
 const ADDON_FILE = 'turngate.node';
@@ -116,7 +126,7 @@ function loadAddon() {
   } catch (error) {
     throw new Error(
       `turngate's addon ${file} does not load on ${platformName(machine)} ` +
-        `(the prebuilt addons need Linux with glibc 2.28 or later): ${/** @type {Error} */ (error).message}`,
+        `(the prebuilt addons need ${PREBUILT_NEEDS}): ${/** @type {Error} */ (error).message}`,
       { cause: error },
     );
   }

@@ -1,11 +1,11 @@
 'use strict';
 // Packs the npm packages a release publishes, napi-rs's layout: the main package `turngate` (the
 // JavaScript, its declarations, no install script) with one optional dependency per prebuilt platform,
-// and one package per platform holding its addon, with `os`, `cpu` and `libc` set so that npm installs
-// only the one matching the machine (`loader.js` finds it).
+// and one package per platform holding its addon, with `os`, `cpu` and (on Linux) `libc` set so that
+// npm installs only the one matching the machine (`loader.js` finds it).
 //
 //   node scripts/pack.js main --out DIR
-//   node scripts/pack.js platform linux-x64-gnu --addon FILE --out DIR
+//   node scripts/pack.js platform linux-x64-gnu|darwin-arm64|... --addon FILE --out DIR
 //
 // Each writes its tarball (`npm pack`) into DIR and prints its file name.
 
@@ -19,9 +19,13 @@ const { PREBUILT, MIN_NODE_MAJOR } = require('../loader');
 const packageDir = path.join(__dirname, '..');
 const source = JSON.parse(fs.readFileSync(path.join(packageDir, 'package.json'), 'utf8'));
 
-/** `os`, `cpu` and `libc` of a prebuilt platform (`linux-x64-gnu`), in npm's words. */
+/**
+ * `os`, `cpu` and `libc` of a prebuilt platform (`linux-x64-gnu`), in npm's words; macOS's names
+ * (`darwin-arm64`) have no C library to choose, so their packages set none.
+ */
 function npmPlatform(platform) {
   const [os, cpu, libc] = platform.split('-');
+  if (!libc) return { os: [os], cpu: [cpu] };
   return { os: [os], cpu: [cpu], libc: [libc === 'gnu' ? 'glibc' : libc] };
 }
 

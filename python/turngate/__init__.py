@@ -29,15 +29,16 @@ def _unloadable(error: ImportError) -> ImportError:
     import platform
     import sys
 
-    libc, libc_version = platform.libc_ver()
-    found = (
-        f"{sys.platform} {platform.machine()} ({libc or 'an unknown libc'} {libc_version}), "
-        f"CPython {platform.python_version()}"
-    )
+    found = f"{sys.platform} {platform.machine()}"
+    if sys.platform == "linux":  # macOS has one C library; Linux's decides which wheel fits
+        libc, libc_version = platform.libc_ver()
+        found += f" ({libc or 'an unknown libc'} {libc_version})"
+    found += f", CPython {platform.python_version()}"
     return ImportError(
         f"turngate's extension module does not load on {found}: {error}. The prebuilt wheels are for "
-        "CPython 3.10 or later on Linux x86_64 and aarch64 with glibc 2.28 or later; elsewhere build it "
-        "from a clone on a machine with Rust (pip install ./python)."
+        "CPython 3.10 or later on Linux x86_64 and aarch64 with glibc 2.28 or later, and on macOS 11 or "
+        "later on Apple silicon (arm64) and 10.12 or later on Intel (x86_64); elsewhere build it from a "
+        "clone on a machine with Rust (pip install ./python)."
     )
 
 
