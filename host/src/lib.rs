@@ -18,6 +18,8 @@
 //!   worker crashes and redeliveries.
 //! * [`mcp`]: the same gate for every `tools/call` of a Model Context Protocol client, over stdio or
 //!   Streamable HTTP.
+//! * [`console`]: a local web page for one root: the journal as a timeline with diffs and undo, and
+//!   the audit log, behind a start token, Host and Origin checks and CSRF tokens.
 //! * [`Toolbox`], built with [`ToolboxBuilder`]: the bundled tools plus any loaded components, each
 //!   described, schema-checked and compiled once (precompiled code is cached on disk).
 //! * [`Root`]: the directory calls are confined to, held as a capability handle.
@@ -47,11 +49,13 @@ pub mod audit;
 mod background;
 mod bundled;
 pub mod cancel;
+pub mod console;
 pub mod descriptor;
 pub mod digest;
 pub mod effects;
 pub mod gate;
 pub mod history;
+pub(crate) mod http_checks;
 pub mod json;
 pub mod live;
 pub mod lockfile;

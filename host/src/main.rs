@@ -116,6 +116,9 @@ enum Command {
     /// Serve the tools to Model Context Protocol clients (stdio, or Streamable HTTP with --listen):
     /// every `tools/call` goes through the same gate, view, staging, apply, journal and audit as `run`.
     Mcp(cli::mcp::McpArgs),
+    /// Serve a local review page for one root: the journal as a timeline with diffs and undo, and the
+    /// audit log. Prints the address to open (with its token) and serves until stopped.
+    Console(cli::console::ConsoleArgs),
     /// Commands for tool authors: list the tools, inspect a component, check its conformance.
     Tools {
         #[command(subcommand)]
@@ -621,6 +624,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Agent(args) => agent(args).await,
         Command::Worker(args) => cli::worker::worker(args).await,
         Command::Mcp(args) => cli::mcp::serve(args).await,
+        Command::Console(args) => cli::console::serve(args).await,
         Command::Submit(args) => cli::worker::submit(args).await,
         Command::Journal { root } => {
             let root =

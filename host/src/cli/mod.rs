@@ -1,6 +1,6 @@
 //! The binary's modules: reading streams for `run`, the `demo`, the tool author's commands, the
 //! terminal glue of `agent` (and the approver `run` and `call` share), `journal` / `undo`,
-//! `mcp`, `worker` / `submit`, and tools from registries (`tools add`, `update`, `remove`,
+//! `console`, `mcp`, `worker` / `submit`, and tools from registries (`tools add`, `update`, `remove`,
 //! `publish`, `sign`).
 
 //!
@@ -54,6 +54,7 @@ macro_rules! outln {
 pub(crate) use outln;
 
 pub mod agent;
+pub mod console;
 pub mod demo;
 pub mod journal;
 pub mod mcp;

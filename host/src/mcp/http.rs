@@ -28,12 +28,12 @@ use hyper_util::rt::TokioIo;
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 use tower_service::Service as _;
 
 use super::inbound::{Checked, check};
 use super::{MAX_MESSAGE_BYTES, McpServer};
+use crate::http_checks::{SecretDigest, bearer, split_host};
 
 /// The endpoint's path.
 pub const ENDPOINT: &str = "/mcp";
@@ -87,10 +87,7 @@ pub async fn serve(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let token = options
-        .bearer_token
-        .as_deref()
-        .map(|t| Sha256::digest(t.as_bytes()));
+    let token = options.bearer_token.as_deref().map(SecretDigest::of);
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -116,7 +113,7 @@ pub async fn serve(
                     return Ok(plain(StatusCode::NOT_FOUND, "not found: use /mcp"));
                 }
                 if let Some(expected) = token
-                    && !bearer_matches(&request, &expected)
+                    && !bearer(&request).is_some_and(|given| expected.matches(given))
                 {
                     return Ok(unauthorized(&origin));
                 }
@@ -157,11 +154,7 @@ fn origin_of<B>(request: &Request<B>, hosts: &[String], port: u16) -> String {
         .get(hyper::header::HOST)
         .and_then(|value| value.to_str().ok())
         .filter(|host| {
-            let name = match host.rsplit_once(':') {
-                Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-                _ => host,
-            };
-            let name = name.trim_start_matches('[').trim_end_matches(']');
+            let (name, _) = split_host(host);
             hosts
                 .iter()
                 .any(|allowed| allowed.eq_ignore_ascii_case(name))
@@ -215,17 +208,6 @@ fn json_response(
         hyper::header::HeaderValue::from_static("application/json"),
     );
     response
-}
-
-/// Whether the request carries the token (compared as digests, so the time taken says nothing about
-/// how much of it matched).
-fn bearer_matches<B>(request: &Request<B>, expected: &[u8]) -> bool {
-    request
-        .headers()
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .is_some_and(|given| Sha256::digest(given.trim().as_bytes()).as_slice() == expected)
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response<BoxBody<Bytes, Infallible>> {

@@ -24,7 +24,8 @@
 //! The steps live apart: [`apply`] (check, make durable, move into place, each move verified),
 //! [`ahead`] (the content written ahead, settling it, rolling it forward after a power loss),
 //! [`durable`] (the flushes),
-//! [`recovery`] (settling what a crashed process left), [`undo`], [`retention`] (pruning), and the
+//! [`recovery`] (settling what a crashed process left), [`undo`], [`contents`] (a change's
+//! content read back for showing), [`retention`] (pruning), and the
 //! moves themselves ([`moves`]).
 //!
 //! Retention ([`Retention`]) is bounded by count and by pre-image bytes; the oldest finished calls are
@@ -64,6 +65,7 @@
 
 mod ahead;
 mod apply;
+mod contents;
 mod durable;
 mod lease;
 mod log;
@@ -82,6 +84,7 @@ use serde::{Deserialize, Serialize};
 use super::{ChangeKind, Content, EffectError};
 use crate::root::{Root, STATE_DIR};
 
+pub use self::contents::Shown;
 pub use self::lease::Lease;
 pub use self::retention::Retention;
 pub use self::undo::{UndoError, UndoTarget, Undone};

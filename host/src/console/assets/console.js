@@ -1,0 +1,271 @@
+// The turngate console's script. Everything shown comes from the JSON API and is put on the page with
+// textContent: no markup is ever built from data (no innerHTML), so a file name or content holding
+// markup shows as text. The session cookie authenticates the requests; a request that changes something
+// carries the session's CSRF token (from /api/session) in X-CSRF-Token.
+"use strict";
+
+(function () {
+  let csrf = "";
+  let nextCall = null;
+  let nextRecord = null;
+  let lastTurnKey = undefined;
+  let lastTurnBox = null;
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function status(text, kind) {
+    const line = document.getElementById("status");
+    line.textContent = text;
+    line.className = kind || "";
+  }
+
+  async function api(path, options) {
+    const response = await fetch(path, Object.assign({ credentials: "same-origin" }, options || {}));
+    let body = null;
+    try {
+      body = await response.json();
+    } catch (e) {
+      body = { error: "unreadable answer (" + response.status + ")" };
+    }
+    return { ok: response.ok, status: response.status, body: body };
+  }
+
+  function time(ms) {
+    if (typeof ms !== "number") return "";
+    return new Date(ms).toISOString().replace("T", " ").replace("Z", " UTC");
+  }
+
+  // ---- timeline ----
+
+  function turnBox(turn) {
+    const key = turn === null || turn === undefined ? null : turn;
+    if (lastTurnBox && lastTurnKey === key) return lastTurnBox;
+    const box = el("div", "turn");
+    const head = el("div", "turn-head");
+    head.appendChild(el("h2", null, key === null ? "Calls outside a turn" : "Turn " + key));
+    if (key !== null) {
+      const undoTurn = el("button", null, "Undo turn");
+      undoTurn.type = "button";
+      undoTurn.addEventListener("click", function () {
+        undo({ turn: key }, "turn " + key);
+      });
+      head.appendChild(undoTurn);
+    }
+    box.appendChild(head);
+    document.getElementById("calls").appendChild(box);
+    lastTurnKey = key;
+    lastTurnBox = box;
+    return box;
+  }
+
+  function renderCall(call) {
+    const box = el("div", "call" + (call.state === "undone" ? " undone" : ""));
+    const head = el("div", "call-head");
+    head.appendChild(el("span", "seq", "#" + call.seq));
+    head.appendChild(el("span", "tool", call.tool));
+    head.appendChild(el("span", "muted", call.call_id ? "call " + call.call_id : "no call ID"));
+    head.appendChild(el("span", "muted", time(call.time_ms)));
+    head.appendChild(el("span", "state", call.state));
+    box.appendChild(head);
+    if (call.damage) box.appendChild(el("p", "damage", call.damage));
+    const list = el("ul", "changes");
+    for (const change of call.changes) {
+      const item = el("li");
+      item.appendChild(el("span", "kind", change.kind));
+      item.appendChild(el("span", "path", change.path));
+      list.appendChild(item);
+    }
+    box.appendChild(list);
+    const diffArea = el("div", "diffs");
+    const actions = el("div", "actions");
+    const showDiff = el("button", null, "Show diff");
+    showDiff.type = "button";
+    showDiff.addEventListener("click", function () {
+      loadDiff(call.seq, diffArea, showDiff);
+    });
+    actions.appendChild(showDiff);
+    if (call.state === "applied") {
+      const undoButton = el("button", null, "Undo");
+      undoButton.type = "button";
+      undoButton.addEventListener("click", function () {
+        undo({ seq: call.seq }, "call #" + call.seq);
+      });
+      actions.appendChild(undoButton);
+    }
+    box.appendChild(actions);
+    box.appendChild(diffArea);
+    turnBox(call.turn).appendChild(box);
+  }
+
+  function renderDiff(text) {
+    const pre = el("pre", "diff");
+    for (const line of text.split("\n")) {
+      let cls = null;
+      if (line.startsWith("@@")) cls = "diff-hunk";
+      else if (line.startsWith("+") && !line.startsWith("+++")) cls = "diff-add";
+      else if (line.startsWith("-") && !line.startsWith("---")) cls = "diff-del";
+      pre.appendChild(el("span", cls, line + "\n"));
+    }
+    return pre;
+  }
+
+  async function loadDiff(seq, area, button) {
+    if (area.childNodes.length) {
+      area.replaceChildren();
+      button.textContent = "Show diff";
+      return;
+    }
+    const answer = await api("/api/diff?seq=" + encodeURIComponent(seq));
+    if (!answer.ok) {
+      status(answer.body.error || "the diff could not be read", "error");
+      return;
+    }
+    for (const change of answer.body.changes) {
+      area.appendChild(el("div", "path", change.kind + " " + change.path));
+      if (typeof change.diff === "string") {
+        area.appendChild(change.diff ? renderDiff(change.diff) : el("p", "note", "no difference in content"));
+      } else if (change.binary) {
+        area.appendChild(el("p", "note", "binary content: not shown"));
+      }
+      if (change.before_note && change.before_note !== "no file") {
+        area.appendChild(el("p", "note", "before: " + change.before_note));
+      }
+      if (change.after_note && change.after_note !== "no file") {
+        area.appendChild(el("p", "note", "after: " + change.after_note));
+      }
+    }
+    button.textContent = "Hide diff";
+  }
+
+  async function undo(target, what) {
+    status("undoing " + what + "...");
+    const answer = await api("/api/undo", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      body: JSON.stringify(target),
+    });
+    if (answer.ok) {
+      status("undone: " + answer.body.undone.map(function (s) { return "#" + s; }).join(", "), "ok");
+      reloadCalls();
+    } else {
+      status("undo refused: " + (answer.body.error || answer.status), "error");
+    }
+  }
+
+  async function loadCalls() {
+    const query = nextCall === null ? "" : "?before=" + encodeURIComponent(nextCall);
+    const answer = await api("/api/journal" + query);
+    if (!answer.ok) {
+      status(answer.body.error || "the journal could not be read", "error");
+      return;
+    }
+    if (answer.body.total === 0) {
+      document.getElementById("calls").appendChild(el("p", "muted", "No applied call in this root's journal."));
+    }
+    for (const call of answer.body.calls) renderCall(call);
+    nextCall = answer.body.next_before;
+    document.getElementById("older-calls").hidden = nextCall === null;
+  }
+
+  function reloadCalls() {
+    document.getElementById("calls").replaceChildren();
+    nextCall = null;
+    lastTurnBox = null;
+    lastTurnKey = undefined;
+    loadCalls();
+  }
+
+  // ---- audit log ----
+
+  function auditQuery() {
+    const params = new URLSearchParams();
+    const tool = document.getElementById("filter-tool").value.trim();
+    const state = document.getElementById("filter-status").value;
+    const since = document.getElementById("filter-since").value;
+    const until = document.getElementById("filter-until").value;
+    if (tool) params.set("tool", tool);
+    if (state) params.set("status", state);
+    if (since) params.set("since", String(new Date(since).getTime()));
+    if (until) params.set("until", String(new Date(until).getTime()));
+    if (nextRecord !== null) params.set("before", String(nextRecord));
+    return params.toString();
+  }
+
+  function renderRecord(entry) {
+    const record = entry.record;
+    const row = el("tr");
+    row.appendChild(el("td", null, time(record.time_ms)));
+    row.appendChild(el("td", null, record.type));
+    row.appendChild(el("td", null, record.type === "call" ? record.tool : record.provider));
+    row.appendChild(el("td", null, record.type === "call" ? record.verdict : record.status));
+    let detail = "";
+    if (record.type === "call") {
+      const parts = [];
+      if (record.id) parts.push("call " + record.id);
+      if (record.step) parts.push(record.step);
+      if (record.reason) parts.push(record.reason);
+      for (const change of record.changes || []) parts.push(change.kind + " " + change.path);
+      detail = parts.join(" | ");
+    } else {
+      detail = (record.turn_id ? "turn " + record.turn_id + " | " : "") + (record.detail || "");
+    }
+    row.appendChild(el("td", null, detail));
+    document.querySelector("#records tbody").appendChild(row);
+  }
+
+  async function loadRecords() {
+    const answer = await api("/api/audit?" + auditQuery());
+    if (!answer.ok) {
+      status(answer.body.error || "the audit log could not be read", "error");
+      return;
+    }
+    document.getElementById("audit-log-name").textContent = answer.body.log
+      ? "From " + answer.body.log
+      : "No audit log: start the console with --log FILE (the file run, call or mcp --log append to).";
+    for (const entry of answer.body.records) renderRecord(entry);
+    nextRecord = answer.body.next_before;
+    document.getElementById("older-records").hidden = nextRecord === null;
+  }
+
+  function reloadRecords() {
+    document.querySelector("#records tbody").replaceChildren();
+    nextRecord = null;
+    loadRecords();
+  }
+
+  // ---- tabs and start ----
+
+  function show(which) {
+    document.getElementById("timeline").hidden = which !== "timeline";
+    document.getElementById("audit").hidden = which !== "audit";
+    document.getElementById("show-timeline").classList.toggle("active", which === "timeline");
+    document.getElementById("show-audit").classList.toggle("active", which === "audit");
+  }
+
+  async function start() {
+    const session = await api("/api/session");
+    if (!session.ok) {
+      status(session.body.error || "not allowed", "error");
+      return;
+    }
+    csrf = session.body.csrf;
+    document.getElementById("root-line").textContent = "Root: " + session.body.root;
+    document.getElementById("show-timeline").addEventListener("click", function () { show("timeline"); });
+    document.getElementById("show-audit").addEventListener("click", function () { show("audit"); });
+    document.getElementById("older-calls").addEventListener("click", loadCalls);
+    document.getElementById("older-records").addEventListener("click", loadRecords);
+    document.getElementById("audit-filter").addEventListener("submit", function (event) {
+      event.preventDefault();
+      reloadRecords();
+    });
+    loadCalls();
+    loadRecords();
+  }
+
+  document.addEventListener("DOMContentLoaded", start);
+})();

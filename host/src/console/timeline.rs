@@ -1,0 +1,216 @@
+//! The journal as the console shows it: pages of applied (and undone) calls, newest first; a call's
+//! diffs; and undo, which is [`Journal::undo`], the call `turngate undo` makes.
+//!
+//! `GET /api/journal?before=SEQ&limit=N` answers `{"calls": [...], "next_before": SEQ|null,
+//! "total": N}`: at most `limit` calls (default [`PAGE`], at most [`MAX_PAGE`]) with a sequence number
+//! below `before`, each `{"seq", "call_id", "turn", "tool", "time_ms", "state", "damage", "changes":
+//! [{"path", "kind", "before", "after"}]}`. `GET /api/diff?seq=N` answers `{"seq", "changes":
+//! [{"path", "kind", "diff"|null, "before_note", "after_note"}]}`. `POST /api/undo` with `{"seq": N}`
+//! or `{"turn": ID}` answers 200 `{"undone": [seq...]}`, or 409 `{"error", "path"}` when refused (a file
+//! changed since the call, named in both; nothing to undo; a damaged record).
+
+use hyper::{Response, StatusCode};
+use serde_json::{Value, json};
+use similar::TextDiff;
+
+use super::{Body, State, json, query_value};
+use crate::effects::diff::{MAX_DIFF_BYTES, MAX_DIFF_FILE};
+use crate::effects::journal::{CallState, JournalEntry, Shown, UndoError, UndoTarget};
+
+/// Calls on a page unless the request asks for another number.
+pub const PAGE: usize = 50;
+
+/// Most calls on one page.
+pub const MAX_PAGE: usize = 500;
+
+/// `GET /api/journal`.
+pub(super) fn page(state: &State, query: &str) -> Response<Body> {
+    let before = query_value(query, "before").and_then(|v| v.parse::<u64>().ok());
+    let limit = query_value(query, "limit")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(PAGE)
+        .clamp(1, MAX_PAGE);
+    let entries = state.with_journal(|journal| match journal {
+        Some(journal) => journal.entries(),
+        None => Ok(Vec::new()),
+    });
+    let entries = match entries {
+        Ok(Ok(entries)) => entries,
+        Ok(Err(e)) | Err(e) => return failed(&e.to_string()),
+    };
+    let shown: Vec<&JournalEntry> = entries
+        .iter()
+        .rev()
+        .filter(|entry| matches!(entry.state, CallState::Applied | CallState::Undone))
+        .collect();
+    let total = shown.len();
+    let mut calls = shown
+        .into_iter()
+        .filter(|entry| before.is_none_or(|before| entry.seq < before))
+        .take(limit + 1)
+        .collect::<Vec<_>>();
+    let more = calls.len() > limit;
+    calls.truncate(limit);
+    let next_before = if more {
+        calls.last().map(|c| c.seq)
+    } else {
+        None
+    };
+    json(
+        StatusCode::OK,
+        &json!({
+            "calls": calls.iter().map(|entry| entry_json(entry)).collect::<Vec<_>>(),
+            "next_before": next_before,
+            "total": total,
+        }),
+    )
+}
+
+/// `GET /api/diff`.
+pub(super) fn diff(state: &State, query: &str) -> Response<Body> {
+    let Some(seq) = query_value(query, "seq").and_then(|v| v.parse::<u64>().ok()) else {
+        return bad_request("give seq=N");
+    };
+    let changes = state.with_journal(|journal| {
+        let journal = journal?;
+        let entry = journal
+            .entries()
+            .ok()?
+            .into_iter()
+            .find(|entry| entry.seq == seq)?;
+        let mut out = Vec::new();
+        let mut size = 0;
+        for change in &entry.changes {
+            let (before, after) =
+                journal.change_contents(&state.root, &entry, change, MAX_DIFF_FILE);
+            let mut shown = shown_change(&change.path, change.kind.as_str(), before, after);
+            size += shown["diff"].as_str().map_or(0, str::len);
+            if size > MAX_DIFF_BYTES {
+                shown["diff"] = Value::Null;
+                shown["after_note"] = json!(format!("diff not shown: past {MAX_DIFF_BYTES} bytes"));
+            }
+            out.push(shown);
+        }
+        Some(out)
+    });
+    match changes {
+        Ok(Some(changes)) => json(StatusCode::OK, &json!({"seq": seq, "changes": changes})),
+        Ok(None) => json(
+            StatusCode::NOT_FOUND,
+            &json!({"error": format!("the journal has no call with seq {seq}")}),
+        ),
+        Err(e) => failed(&e.to_string()),
+    }
+}
+
+/// `POST /api/undo`.
+pub(super) fn undo(state: &State, body: &[u8]) -> Response<Body> {
+    let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let target = match (
+        request.get("seq").and_then(Value::as_u64),
+        request.get("turn"),
+    ) {
+        (Some(seq), _) => UndoTarget::Seq(seq),
+        (None, Some(Value::String(turn))) => UndoTarget::Turn(turn.clone()),
+        _ => return bad_request("give {\"seq\": N} or {\"turn\": ID}"),
+    };
+    let undone = state.with_journal(|journal| match journal {
+        Some(journal) => journal.undo(&state.root, &target),
+        None => Err(UndoError::NothingToUndo(
+            "this root has no journal".to_owned(),
+        )),
+    });
+    match undone {
+        Ok(Ok(undone)) => json(
+            StatusCode::OK,
+            &json!({"undone": undone.calls.iter().map(|c| c.seq).collect::<Vec<_>>()}),
+        ),
+        Ok(Err(error @ UndoError::Changed { .. })) => {
+            let UndoError::Changed { path, .. } = &error else {
+                unreachable!()
+            };
+            json(
+                StatusCode::CONFLICT,
+                &json!({"error": error.to_string(), "path": path}),
+            )
+        }
+        Ok(Err(error @ (UndoError::NothingToUndo(_) | UndoError::Damaged { .. }))) => json(
+            StatusCode::CONFLICT,
+            &json!({"error": error.to_string(), "path": null}),
+        ),
+        Ok(Err(error)) => failed(&error.to_string()),
+        Err(e) => failed(&e.to_string()),
+    }
+}
+
+/// A call as the timeline shows it (its output is left out: it can be large, and the audit log
+/// has the call's record).
+fn entry_json(entry: &JournalEntry) -> Value {
+    json!({
+        "seq": entry.seq,
+        "call_id": entry.call_id,
+        "turn": entry.turn,
+        "tool": entry.tool,
+        "time_ms": entry.time_ms,
+        "state": entry.state,
+        "damage": entry.damage,
+        "changes": entry.changes.iter().map(|change| json!({
+            "path": change.path,
+            "kind": change.kind.as_str(),
+            "before": change.before,
+            "after": change.after,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// One change's diff, or notes saying why a side is not shown.
+fn shown_change(path: &str, kind: &str, before: Shown, after: Shown) -> Value {
+    let no_file = |side: &Shown| matches!(side, Err(why) if why == "no file");
+    let (before_note, after_note) = (
+        before.as_ref().err().cloned(),
+        after.as_ref().err().cloned(),
+    );
+    let text = |side: Shown| -> Option<String> {
+        match side {
+            Ok(bytes) => String::from_utf8(bytes).ok(),
+            Err(_) => Some(String::new()),
+        }
+    };
+    let both_shown = (before.is_ok() || no_file(&before)) && (after.is_ok() || no_file(&after));
+    let binary = matches!(&before, Ok(b) if std::str::from_utf8(b).is_err())
+        || matches!(&after, Ok(a) if std::str::from_utf8(a).is_err());
+    let diff = if both_shown && !binary {
+        let (old, new) = (
+            text(before).unwrap_or_default(),
+            text(after).unwrap_or_default(),
+        );
+        Some(
+            TextDiff::from_lines(&old, &new)
+                .unified_diff()
+                .context_radius(3)
+                .header(&format!("a/{path}"), &format!("b/{path}"))
+                .to_string(),
+        )
+    } else {
+        None
+    };
+    json!({
+        "path": path,
+        "kind": kind,
+        "diff": diff,
+        "binary": binary,
+        "before_note": before_note,
+        "after_note": after_note,
+    })
+}
+
+fn bad_request(message: &str) -> Response<Body> {
+    json(StatusCode::BAD_REQUEST, &json!({"error": message}))
+}
+
+fn failed(message: &str) -> Response<Body> {
+    json(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        &json!({"error": message}),
+    )
+}

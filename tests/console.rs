@@ -1,0 +1,690 @@
+//! `turngate console`: the review page of one root, over HTTP. Calls are made and journaled through the
+//! library (as in `tests/least_authority.rs`); the console runs in this process (and once as the
+//! binary), and the requests are written by hand, so every header is the test's choice: the timeline,
+//! the diffs, undo and its refusal, the audit filter, and each of the checks that make it safe to open
+//! (the token, Host, Origin, CSRF, the security headers, escaping).
+
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{Workspace, bundled};
+use serde_json::{Value, json};
+use turngate::audit::{AuditRecord, write_jsonl};
+use turngate::console::guard::CONTENT_SECURITY_POLICY;
+use turngate::console::{Console, ConsoleOptions};
+use turngate::{CallContext, Effects, Policy, Root, call_audited};
+
+/// A console serving a workspace, with its audit log.
+struct Served {
+    ws: Workspace,
+    log: PathBuf,
+    addr: SocketAddr,
+    token: String,
+    runtime: tokio::runtime::Runtime,
+}
+
+/// An answer as it came over the wire.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+
+    /// Which check refused the request (`host`, `origin`, `token`, `csrf`).
+    fn check(&self) -> String {
+        self.json()["check"].as_str().unwrap_or_default().to_owned()
+    }
+}
+
+impl Served {
+    fn start() -> Served {
+        let ws = Workspace::new();
+        let log = ws.dir.path().join("audit.jsonl");
+        std::fs::write(&log, "").unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let options = ConsoleOptions {
+            root: Root::open(ws.root_path()).unwrap(),
+            audit_log: Some(log.clone()),
+            token: None,
+        };
+        let console = runtime
+            .block_on(Console::bind("127.0.0.1:0".parse().unwrap(), options))
+            .unwrap();
+        let addr = console.local_addr();
+        let url = console.url();
+        let token = url.split_once("?token=").unwrap().1.to_owned();
+        assert!(token.len() >= 32, "a long random token: {url}");
+        runtime.spawn(console.serve());
+        Served {
+            ws,
+            log,
+            addr,
+            token,
+            runtime,
+        }
+    }
+
+    /// `127.0.0.1:PORT`, the Host a browser sends.
+    fn host(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Runs one call through the library (journaled), appending its audit record to the log.
+    fn apply(&self, turn: &str, call_id: &str, tool: &str, input: Value) -> Value {
+        let effects = Effects::default();
+        let policy = Policy::allow_all();
+        let mut context = CallContext::new(&self.ws.root, &policy, &effects);
+        context.call_id = Some(call_id.to_owned());
+        context.turn = Some(turn.to_owned());
+        let (outcome, record) = self.runtime.block_on(call_audited(
+            bundled(),
+            &mut context,
+            tool,
+            &input.to_string(),
+        ));
+        let mut log = std::fs::read(&self.log).unwrap();
+        write_jsonl(&[AuditRecord::Call(record)], &mut log).unwrap();
+        std::fs::write(&self.log, log).unwrap();
+        json!({"ok": outcome.result.is_ok(), "changes": outcome.changes.len()})
+    }
+
+    /// Sends a request written by hand: `headers` are all it carries besides the body's length.
+    fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+        let mut stream = TcpStream::connect(self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        let mut lines = head.split("\r\n");
+        let status = lines.next().unwrap().split(' ').nth(1).unwrap();
+        Reply {
+            status: status.parse().unwrap(),
+            headers: lines
+                .filter_map(|line| line.split_once(':'))
+                .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+                .collect(),
+            body: body.to_owned(),
+        }
+    }
+
+    /// A first visit with the token: the session cookie (`name=value`) it sets.
+    fn login(&self) -> String {
+        let reply = self.raw(
+            "GET",
+            &format!("/?token={}", self.token),
+            &[("Host", &self.host())],
+            "",
+        );
+        assert_eq!(reply.status, 303, "{reply:?}");
+        assert_eq!(
+            reply.header("location"),
+            Some("/"),
+            "the token leaves the URL"
+        );
+        let cookie = reply.header("set-cookie").expect("a session cookie");
+        assert!(cookie.contains("HttpOnly"), "{cookie}");
+        assert!(cookie.contains("SameSite=Strict"), "{cookie}");
+        cookie.split(';').next().unwrap().to_owned()
+    }
+
+    /// A GET as the page makes it: the session cookie and the console's own Host.
+    fn get(&self, cookie: &str, path: &str) -> Reply {
+        self.raw(
+            "GET",
+            path,
+            &[("Host", &self.host()), ("Cookie", cookie)],
+            "",
+        )
+    }
+
+    /// The session's CSRF token.
+    fn csrf(&self, cookie: &str) -> String {
+        let reply = self.get(cookie, "/api/session");
+        assert_eq!(reply.status, 200, "{reply:?}");
+        reply.json()["csrf"].as_str().unwrap().to_owned()
+    }
+
+    /// A POST to undo as the page makes it: cookie, Host, Origin and CSRF token.
+    fn undo(&self, cookie: &str, target: Value) -> Reply {
+        let csrf = self.csrf(cookie);
+        self.raw(
+            "POST",
+            "/api/undo",
+            &[
+                ("Host", &self.host()),
+                ("Origin", &self.origin()),
+                ("Cookie", cookie),
+                ("X-CSRF-Token", &csrf),
+                ("Content-Type", "application/json"),
+            ],
+            &target.to_string(),
+        )
+    }
+
+    /// The timeline's first page (or the page of `query`).
+    fn journal(&self, cookie: &str, query: &str) -> Value {
+        let reply = self.get(cookie, &format!("/api/journal{query}"));
+        assert_eq!(reply.status, 200, "{reply:?}");
+        reply.json()
+    }
+}
+
+/// The sequence numbers of the calls on a timeline page.
+fn seqs(page: &Value) -> Vec<u64> {
+    page["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["seq"].as_u64().unwrap())
+        .collect()
+}
+
+/// Three calls in two turns: `t1` writes a.txt and b.txt, `t2` edits a.txt.
+fn three_calls(served: &Served) {
+    served.ws.write("a.txt", "old line\nsecond\n");
+    let write = json!({"path": "a.txt", "content": "first\nsecond\n"});
+    assert_eq!(served.apply("t1", "c1", "write_file", write)["ok"], true);
+    let write = json!({"path": "b.txt", "content": "b\n"});
+    assert_eq!(served.apply("t1", "c2", "write_file", write)["ok"], true);
+    let edit = json!({"path": "a.txt", "old_string": "first", "new_string": "changed"});
+    assert_eq!(served.apply("t2", "c3", "edit_file", edit)["ok"], true);
+}
+
+#[test]
+fn the_timeline_lists_the_calls_newest_first_with_their_turns_and_paths() {
+    let served = Served::start();
+    let cookie = served.login();
+    assert_eq!(served.journal(&cookie, "")["total"], 0, "no journal yet");
+    three_calls(&served);
+    let page = served.journal(&cookie, "");
+    assert_eq!(page["total"], 3);
+    let calls = page["calls"].as_array().unwrap();
+    let shown: Vec<(&str, &str, &str, &str)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c["turn"].as_str().unwrap(),
+                c["call_id"].as_str().unwrap(),
+                c["tool"].as_str().unwrap(),
+                c["changes"][0]["path"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("t2", "c3", "edit_file", "a.txt"),
+            ("t1", "c2", "write_file", "b.txt"),
+            ("t1", "c1", "write_file", "a.txt"),
+        ]
+    );
+    assert_eq!(calls[1]["changes"][0]["kind"], "create");
+    assert!(calls.iter().all(|c| c["state"] == "applied"));
+}
+
+#[test]
+fn the_timeline_is_paged() {
+    let served = Served::start();
+    let cookie = served.login();
+    three_calls(&served);
+    let all = seqs(&served.journal(&cookie, ""));
+    let first = served.journal(&cookie, "?limit=2");
+    assert_eq!(seqs(&first), all[..2]);
+    let next = first["next_before"].as_u64().expect("a next page");
+    let second = served.journal(&cookie, &format!("?limit=2&before={next}"));
+    assert_eq!(seqs(&second), all[2..]);
+    assert_eq!(second["next_before"], Value::Null, "the last page");
+}
+
+#[test]
+fn a_call_s_diff_shows_what_it_replaced_and_what_it_wrote() {
+    let served = Served::start();
+    let cookie = served.login();
+    three_calls(&served);
+    let newest = seqs(&served.journal(&cookie, ""))[0];
+    let reply = served.get(&cookie, &format!("/api/diff?seq={newest}"));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let diff = reply.json()["changes"][0]["diff"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        diff.contains("--- a/a.txt") && diff.contains("+++ b/a.txt"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("-first\n") && diff.contains("+changed\n"),
+        "{diff}"
+    );
+    // Once a later edit replaced what the call wrote, the journal has only its hash: no diff, and
+    // the reason.
+    served.ws.write("a.txt", "the user's edit\n");
+    let reply = served.get(&cookie, &format!("/api/diff?seq={newest}"));
+    let change = &reply.json()["changes"][0];
+    assert_eq!(change["diff"], Value::Null, "{change}");
+    assert!(
+        change["after_note"]
+            .as_str()
+            .unwrap()
+            .contains("changed since the call"),
+        "{change}"
+    );
+}
+
+#[test]
+fn undo_from_the_console_restores_the_call_and_a_changed_file_is_refused_by_name() {
+    let served = Served::start();
+    let cookie = served.login();
+    three_calls(&served);
+    let seq = seqs(&served.journal(&cookie, ""))[0];
+    let reply = served.undo(&cookie, json!({"seq": seq}));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(reply.json()["undone"], json!([seq]));
+    assert_eq!(
+        served.ws.read("a.txt"),
+        "first\nsecond\n",
+        "the edit is undone"
+    );
+    assert_eq!(served.journal(&cookie, "")["calls"][0]["state"], "undone");
+
+    // The user changes b.txt after the call that created it: its undo is refused, naming it.
+    served.ws.write("b.txt", "the user's edit\n");
+    let reply = served.undo(&cookie, json!({"turn": "t1"}));
+    assert_eq!(reply.status, 409, "{reply:?}");
+    let refusal = reply.json();
+    assert_eq!(refusal["path"], "b.txt");
+    let message = refusal["error"].as_str().unwrap();
+    assert!(message.contains("`b.txt` changed since call"), "{message}");
+    assert_eq!(served.ws.read("b.txt"), "the user's edit\n");
+    assert_eq!(
+        served.ws.read("a.txt"),
+        "first\nsecond\n",
+        "nothing restored"
+    );
+}
+
+#[test]
+fn requests_without_the_token_are_refused() {
+    let served = Served::start();
+    let host = served.host();
+    for path in ["/", "/console.js", "/api/journal", "/api/session"] {
+        let reply = served.raw("GET", path, &[("Host", &host)], "");
+        assert_eq!(
+            (reply.status, reply.check()),
+            (401, "token".into()),
+            "{path}"
+        );
+    }
+    let wrong = served.raw("GET", "/?token=0123456789abcdef", &[("Host", &host)], "");
+    assert_eq!((wrong.status, wrong.check()), (401, "token".into()));
+    assert_eq!(
+        wrong.header("set-cookie"),
+        None,
+        "no session for a wrong token"
+    );
+    let forged = format!("turngate_console_{}=forged", served.addr.port());
+    let forged = served.get(&forged, "/api/journal");
+    assert_eq!((forged.status, forged.check()), (401, "token".into()));
+    let crafted = served.raw(
+        "GET",
+        &format!("//evil.example/?token={}", served.token),
+        &[("Host", &host)],
+        "",
+    );
+    assert_eq!(
+        crafted.header("location"),
+        Some("/"),
+        "the token's redirect goes only to the page"
+    );
+    let bearer = format!("Bearer {}", served.token);
+    let reply = served.raw(
+        "GET",
+        "/api/journal",
+        &[("Host", &host), ("Authorization", &bearer)],
+        "",
+    );
+    assert_eq!(reply.status, 200, "the token as a header: {reply:?}");
+    let reply = served.raw(
+        "GET",
+        "/api/journal",
+        &[("Host", &host), ("Authorization", "Bearer wrong")],
+        "",
+    );
+    assert_eq!((reply.status, reply.check()), (401, "token".into()));
+}
+
+#[test]
+fn a_foreign_host_is_refused_even_with_the_session() {
+    let served = Served::start();
+    let cookie = served.login();
+    let port = served.addr.port();
+    for host in [
+        format!("evil.example:{port}"),
+        format!("127.0.0.1:{}", port.wrapping_add(1)),
+        "127.0.0.1".to_owned(),
+    ] {
+        let reply = served.raw(
+            "GET",
+            "/api/journal",
+            &[("Host", &host), ("Cookie", &cookie)],
+            "",
+        );
+        assert_eq!(
+            (reply.status, reply.check()),
+            (403, "host".into()),
+            "{host}"
+        );
+    }
+    let first_visit = served.raw(
+        "GET",
+        &format!("/?token={}", served.token),
+        &[("Host", &format!("evil.example:{port}"))],
+        "",
+    );
+    assert_eq!(first_visit.status, 403, "{first_visit:?}");
+    let localhost = served.raw(
+        "GET",
+        "/api/journal",
+        &[("Host", &format!("localhost:{port}")), ("Cookie", &cookie)],
+        "",
+    );
+    assert_eq!(
+        localhost.status, 200,
+        "localhost on the port is the console"
+    );
+}
+
+#[test]
+fn a_foreign_origin_is_refused() {
+    let served = Served::start();
+    let cookie = served.login();
+    three_calls(&served);
+    let host = served.host();
+    let reply = served.raw(
+        "GET",
+        "/api/journal",
+        &[
+            ("Host", &host),
+            ("Cookie", &cookie),
+            ("Origin", "http://evil.example"),
+        ],
+        "",
+    );
+    assert_eq!((reply.status, reply.check()), (403, "origin".into()));
+    let csrf = served.csrf(&cookie);
+    for origin in [
+        Some("http://evil.example".to_owned()),
+        Some(format!(
+            "http://127.0.0.1:{}",
+            served.addr.port().wrapping_add(1)
+        )),
+        None,
+    ] {
+        let mut headers = vec![
+            ("Host", host.clone()),
+            ("Cookie", cookie.clone()),
+            ("X-CSRF-Token", csrf.clone()),
+        ];
+        if let Some(origin) = &origin {
+            headers.push(("Origin", origin.clone()));
+        }
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        let reply = served.raw("POST", "/api/undo", &headers, r#"{"turn":"t2"}"#);
+        assert_eq!(
+            (reply.status, reply.check()),
+            (403, "origin".into()),
+            "{origin:?}"
+        );
+    }
+    assert_eq!(
+        served.ws.read("a.txt"),
+        "changed\nsecond\n",
+        "nothing undone"
+    );
+}
+
+#[test]
+fn a_post_without_the_session_s_csrf_token_is_refused() {
+    let served = Served::start();
+    let cookie = served.login();
+    three_calls(&served);
+    let other_session = served.login();
+    let other_csrf = served.csrf(&other_session);
+    assert_ne!(other_csrf, served.csrf(&cookie), "a token per session");
+    let (host, origin) = (served.host(), served.origin());
+    for csrf in [None, Some("0".repeat(64)), Some(other_csrf)] {
+        let mut headers = vec![
+            ("Host", host.as_str()),
+            ("Origin", origin.as_str()),
+            ("Cookie", cookie.as_str()),
+        ];
+        if let Some(csrf) = &csrf {
+            headers.push(("X-CSRF-Token", csrf.as_str()));
+        }
+        let reply = served.raw("POST", "/api/undo", &headers, r#"{"turn":"t2"}"#);
+        assert_eq!(
+            (reply.status, reply.check()),
+            (403, "csrf".into()),
+            "{csrf:?}"
+        );
+    }
+    assert_eq!(
+        served.ws.read("a.txt"),
+        "changed\nsecond\n",
+        "nothing undone"
+    );
+    let reply = served.undo(&cookie, json!({"turn": "t2"}));
+    assert_eq!(
+        reply.status, 200,
+        "with the token it goes through: {reply:?}"
+    );
+}
+
+#[test]
+fn every_response_carries_the_security_headers() {
+    let served = Served::start();
+    let cookie = served.login();
+    let page = served.get(&cookie, "/");
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body
+            .contains(r#"<script src="/console.js" defer></script>"#)
+    );
+    let refused = served.raw("GET", "/api/journal", &[("Host", &served.host())], "");
+    for reply in [
+        page,
+        served.get(&cookie, "/console.js"),
+        served.get(&cookie, "/api/journal"),
+        refused,
+    ] {
+        let csp = reply.header("content-security-policy").unwrap_or_default();
+        assert_eq!(csp, CONTENT_SECURITY_POLICY, "{reply:?}");
+        for directive in [
+            "default-src 'none'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "frame-ancestors 'none'",
+        ] {
+            assert!(csp.contains(directive), "{csp}");
+        }
+        assert!(!csp.contains("unsafe-inline"), "{csp}");
+        assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(reply.header("referrer-policy"), Some("no-referrer"));
+    }
+}
+
+#[test]
+fn a_file_name_holding_markup_comes_back_only_as_escaped_json_data() {
+    let served = Served::start();
+    let cookie = served.login();
+    let name = "<img src=x onerror=alert(1)>";
+    let content = "</script><script>alert(1)</script>\n";
+    let write = json!({"path": name, "content": content});
+    assert_eq!(served.apply("x", "x1", "write_file", write)["ok"], true);
+    let reply = served.get(&cookie, "/api/journal");
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    assert!(
+        !reply.body.contains('<'),
+        "no markup in the body: {}",
+        reply.body
+    );
+    assert_eq!(reply.json()["calls"][0]["changes"][0]["path"], name);
+    let seq = seqs(&reply.json())[0];
+    let diff = served.get(&cookie, &format!("/api/diff?seq={seq}"));
+    assert!(!diff.body.contains("</script>"), "{}", diff.body);
+    let text = diff.json()["changes"][0]["diff"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        text.contains("+</script><script>alert(1)</script>"),
+        "{text}"
+    );
+    // The page puts data on the page only as text.
+    let script = served.get(&cookie, "/console.js").body;
+    for sink in [
+        ".innerHTML",
+        ".outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+    ] {
+        assert!(!script.contains(sink), "the script uses {sink}");
+    }
+    assert!(script.contains(".textContent"));
+    let page = served.get(&cookie, "/").body;
+    assert!(!page.contains("onerror"), "the page holds no data");
+}
+
+#[test]
+fn the_audit_log_filters_by_tool_status_and_time() {
+    let served = Served::start();
+    let cookie = served.login();
+    let start = now_ms();
+    three_calls(&served);
+    let read = json!({"path": "b.txt"});
+    assert_eq!(served.apply("t3", "c4", "read_file", read)["ok"], true);
+    let outside = json!({"path": "../outside/x.txt", "content": "no"});
+    assert_eq!(served.apply("t3", "c5", "write_file", outside)["ok"], false);
+    let end = now_ms();
+    let ids = |query: &str| -> Vec<String> {
+        let reply = served.get(&cookie, &format!("/api/audit?{query}"));
+        assert_eq!(reply.status, 200, "{reply:?}");
+        reply.json()["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["record"]["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids(""), ["c5", "c4", "c3", "c2", "c1"], "newest first");
+    assert_eq!(ids("tool=write_file"), ["c5", "c2", "c1"]);
+    assert_eq!(ids("status=error"), ["c5"]);
+    assert_eq!(ids("tool=write_file&status=ok"), ["c2", "c1"]);
+    assert_eq!(ids(&format!("since={start}&until={end}")).len(), 5);
+    assert!(ids(&format!("since={}", end + 1)).is_empty());
+    assert!(ids(&format!("until={}", start - 1)).is_empty());
+    assert_eq!(ids("limit=2"), ["c5", "c4"]);
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[test]
+fn the_console_command_prints_a_url_with_a_token_and_serves_only_loopback() {
+    use std::io::BufRead as _;
+    let ws = Workspace::new();
+    let mut refused = std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .args(["console", "--listen", "0.0.0.0:0", "--root"])
+        .arg(ws.root_path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = refused.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            refused.kill().unwrap();
+            refused.wait().unwrap();
+            panic!("turngate console served 0.0.0.0");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    refused
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(!status.success());
+    assert!(stderr.contains("loopback only"), "{stderr}");
+
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
+        .args(["console", "--root"])
+        .arg(ws.root_path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().to_owned();
+    let rest = url.strip_prefix("http://127.0.0.1:").expect(&url);
+    let (port, token) = rest.split_once("/?token=").expect(&url);
+    assert_eq!(token.len(), 64, "{url}");
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET /?token={token} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(answer.starts_with("HTTP/1.1 303"), "{answer}");
+}
