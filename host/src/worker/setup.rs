@@ -80,9 +80,15 @@ pub async fn ensure_streams(js: &Context, settings: &Settings) -> Result<(), Wor
         },
     ];
     for config in configs {
-        js.get_or_create_stream(config)
-            .await
-            .map_err(|e| WorkerError::nats("creating a stream")(&e))?;
+        let name = config.name.clone();
+        if let Err(error) = js.get_or_create_stream(config).await {
+            // Another process (a worker, a submitter) may have made it between this one's look and
+            // its create, which JetStream then refuses (as overlapping subjects, or as a name in use):
+            // found now, it is there. A stream that is still missing keeps the create's error.
+            js.get_stream(&name)
+                .await
+                .map_err(|_| WorkerError::nats("creating a stream")(&error))?;
+        }
     }
     Ok(())
 }
