@@ -125,20 +125,17 @@ pub(super) fn undo(state: &State, body: &[u8]) -> Response<Body> {
             StatusCode::OK,
             &json!({"undone": undone.calls.iter().map(|c| c.seq).collect::<Vec<_>>()}),
         ),
-        Ok(Err(error @ UndoError::Changed { .. })) => {
-            let UndoError::Changed { path, .. } = &error else {
-                unreachable!()
+        Ok(Err(error)) => {
+            let path = match &error {
+                UndoError::Changed { path, .. } => Some(path.clone()),
+                UndoError::NothingToUndo(_) | UndoError::Damaged { .. } => None,
+                _ => return failed(&error.to_string()),
             };
             json(
                 StatusCode::CONFLICT,
                 &json!({"error": error.to_string(), "path": path}),
             )
         }
-        Ok(Err(error @ (UndoError::NothingToUndo(_) | UndoError::Damaged { .. }))) => json(
-            StatusCode::CONFLICT,
-            &json!({"error": error.to_string(), "path": null}),
-        ),
-        Ok(Err(error)) => failed(&error.to_string()),
         Err(e) => failed(&e.to_string()),
     }
 }
@@ -165,34 +162,25 @@ fn entry_json(entry: &JournalEntry) -> Value {
 
 /// One change's diff, or notes saying why a side is not shown.
 fn shown_change(path: &str, kind: &str, before: Shown, after: Shown) -> Value {
-    let no_file = |side: &Shown| matches!(side, Err(why) if why == "no file");
-    let (before_note, after_note) = (
-        before.as_ref().err().cloned(),
-        after.as_ref().err().cloned(),
-    );
-    let text = |side: Shown| -> Option<String> {
-        match side {
-            Ok(bytes) => String::from_utf8(bytes).ok(),
-            Err(_) => Some(String::new()),
+    let note = |side: &Shown| side.as_ref().err().cloned();
+    let (before_note, after_note) = (note(&before), note(&after));
+    let binary = [&before, &after]
+        .into_iter()
+        .any(|side| matches!(side, Ok(Some(bytes)) if std::str::from_utf8(bytes).is_err()));
+    let diff = match (before, after) {
+        (Ok(old), Ok(new)) if !binary => {
+            // Both sides are UTF-8 (`binary` is false); a missing file is empty text.
+            let text = |side: Option<Vec<u8>>| String::from_utf8(side.unwrap_or_default());
+            let (old, new) = (text(old).unwrap_or_default(), text(new).unwrap_or_default());
+            Some(
+                TextDiff::from_lines(&old, &new)
+                    .unified_diff()
+                    .context_radius(3)
+                    .header(&format!("a/{path}"), &format!("b/{path}"))
+                    .to_string(),
+            )
         }
-    };
-    let both_shown = (before.is_ok() || no_file(&before)) && (after.is_ok() || no_file(&after));
-    let binary = matches!(&before, Ok(b) if std::str::from_utf8(b).is_err())
-        || matches!(&after, Ok(a) if std::str::from_utf8(a).is_err());
-    let diff = if both_shown && !binary {
-        let (old, new) = (
-            text(before).unwrap_or_default(),
-            text(after).unwrap_or_default(),
-        );
-        Some(
-            TextDiff::from_lines(&old, &new)
-                .unified_diff()
-                .context_radius(3)
-                .header(&format!("a/{path}"), &format!("b/{path}"))
-                .to_string(),
-        )
-    } else {
-        None
+        _ => None,
     };
     json!({
         "path": path,

@@ -132,10 +132,10 @@
       } else if (change.binary) {
         area.appendChild(el("p", "note", "binary content: not shown"));
       }
-      if (change.before_note && change.before_note !== "no file") {
+      if (change.before_note) {
         area.appendChild(el("p", "note", "before: " + change.before_note));
       }
-      if (change.after_note && change.after_note !== "no file") {
+      if (change.after_note) {
         area.appendChild(el("p", "note", "after: " + change.after_note));
       }
     }

@@ -13,12 +13,13 @@ use super::{CallState, Journal, JournalChange, JournalEntry};
 use crate::effects::{ChangeKind, Content, hash_reader};
 use crate::root::Root;
 
-/// A side of a change as it can be shown: its bytes, or why they are not shown.
-pub type Shown = Result<Vec<u8>, String>;
+/// A side of a change as it can be shown: its bytes (`None`: no file on that side), or why they are
+/// not shown.
+pub type Shown = Result<Option<Vec<u8>>, String>;
 
 impl Journal {
-    /// The content before and after `change` of `call`, each at most `limit` bytes, or why it is not
-    /// shown (no file on that side, too large, no longer kept).
+    /// The content before and after `change` of `call`, each at most `limit` bytes (`None` where no
+    /// file is on that side), or why it is not shown (too large, no longer kept).
     pub fn change_contents(
         &self,
         root: &Root,
@@ -34,16 +35,21 @@ impl Journal {
             return (Err(why.into()), Err(why.into()));
         }
         let before = match (&change.before, change.pre.as_deref()) {
-            (None, _) => Err("no file".to_owned()),
+            (None, _) => Ok(None),
             (Some(before), Some(pre)) => read_checked(&self.pre, pre, before, limit)
+                .map(Some)
                 .map_err(|why| format!("the pre-image is not shown: {why}")),
             (Some(_), None) => Err("the journal keeps no pre-image".to_owned()),
         };
         let after = match &change.after {
-            None => Err("no file".to_owned()),
-            Some(after) => read_checked(root.dir(), &change.path, after, limit).map_err(|why| {
-                format!("not shown: {why} (the journal keeps only the hash of what the call wrote)")
-            }),
+            None => Ok(None),
+            Some(after) => read_checked(root.dir(), &change.path, after, limit)
+                .map(Some)
+                .map_err(|why| {
+                    format!(
+                        "not shown: {why} (the journal keeps only the hash of what the call wrote)"
+                    )
+                }),
         };
         (before, after)
     }
