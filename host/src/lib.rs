@@ -82,6 +82,8 @@ pub mod turn;
 pub mod view;
 pub mod worker;
 
+pub use approval::durable::DurableApprover;
+pub use approval::pending::{ApprovalError, PendingApproval, PendingApprovals};
 pub use approval::{ApprovalFuture, ApprovalRequest, ApproveAll, Approver};
 pub use cancel::Cancel;
 pub use descriptor::{Access, PathParam, ToolDescriptor};

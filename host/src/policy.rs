@@ -11,6 +11,8 @@
 //! deny = [".env", "**/.env", "**/.git/**", "**/*.pem"]
 //!
 //! allow_hard_links = false        # let tools touch files that have more than one hard link
+//! approval_timeout_seconds = 600  # a question recorded for `approval = "ask"` (answered from
+//!                                 # `turngate console`) not answered by then is denied
 //!
 //! [tools.write_file]
 //! paths = ["notes.txt", "drafts/**"]   # read and write (`write` is the same key under another name)
@@ -48,6 +50,7 @@
 //! ([`Policy::needs_approval`]; see `pipeline::TurnHooks`); with no approver it is denied.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
@@ -77,7 +80,12 @@ struct Rules {
     network: NetworkGrant,
     secrets: Arc<Vec<SecretBinding>>,
     trust: Trust,
+    approval_timeout: Duration,
 }
+
+/// How long a recorded question waits for its answer without a policy that says
+/// (`approval_timeout_seconds`).
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
 
 impl Rules {
     /// Whether `tool` is denied whole: not listed, under `default = "deny"`.
@@ -149,6 +157,7 @@ struct PolicyFile {
     deny: Vec<String>,
     #[serde(default)]
     allow_hard_links: bool,
+    approval_timeout_seconds: Option<u64>,
     #[serde(default)]
     tools: BTreeMap<String, ToolFile>,
     network: Option<NetworkFile>,
@@ -282,8 +291,19 @@ impl Policy {
                 network,
                 secrets: Arc::new(secrets),
                 trust,
+                approval_timeout: file
+                    .approval_timeout_seconds
+                    .map_or(DEFAULT_APPROVAL_TIMEOUT, Duration::from_secs),
             }),
         })
+    }
+
+    /// How long a question recorded for the user ([`crate::approval::durable::DurableApprover`])
+    /// waits for an answer before it is denied.
+    pub fn approval_timeout(&self) -> Duration {
+        self.rules
+            .as_ref()
+            .map_or(DEFAULT_APPROVAL_TIMEOUT, |rules| rules.approval_timeout)
     }
 
     /// Whose signatures a tool from a registry must carry (empty without a policy file or a

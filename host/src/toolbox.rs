@@ -766,6 +766,7 @@ impl Toolbox {
         if asks && access != Some(Access::Write) {
             let request = ApprovalRequest {
                 id: context.call_id.as_deref(),
+                turn: context.turn.as_deref(),
                 tool: name,
                 input: raw_input,
                 paths: paths.clone(),
@@ -886,6 +887,7 @@ impl Toolbox {
             let diff = changes.diff();
             let request = ApprovalRequest {
                 id: context.call_id.as_deref(),
+                turn: context.turn.as_deref(),
                 tool: name,
                 input: raw_input,
                 paths: paths.to_vec(),
@@ -965,6 +967,7 @@ impl<'a> CallContext<'a> {
             };
             let request = ApprovalRequest {
                 id: self.call_id.as_deref(),
+                turn: self.turn.as_deref(),
                 tool,
                 input: raw_input,
                 paths: Vec::new(),

@@ -15,7 +15,7 @@ use cap_std::fs::{Dir, OpenOptions};
 use crate::test_hooks::made_durable;
 
 /// Makes the data of `file` durable.
-pub(super) fn sync_file(file: &std::fs::File) -> io::Result<()> {
+pub(crate) fn sync_file(file: &std::fs::File) -> io::Result<()> {
     crate::platform::flush_data(file)?;
     made_durable(file);
     Ok(())
@@ -23,7 +23,7 @@ pub(super) fn sync_file(file: &std::fs::File) -> io::Result<()> {
 
 /// Makes the entries of `dir` durable (through a descriptor opened for reading: a directory handle may
 /// not allow a flush).
-pub(super) fn sync_dir(dir: &Dir) -> io::Result<()> {
+pub(crate) fn sync_dir(dir: &Dir) -> io::Result<()> {
     let mut options = OpenOptions::new();
     options.read(true);
     cap_fs_ext::OpenOptionsMaybeDirExt::maybe_dir(&mut options, true);

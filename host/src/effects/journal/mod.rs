@@ -66,13 +66,13 @@
 mod ahead;
 mod apply;
 mod contents;
-mod durable;
+pub(crate) mod durable;
 mod lease;
 mod log;
-mod moves;
+pub(crate) mod moves;
 mod recovery;
 mod retention;
-mod state;
+pub(crate) mod state;
 mod undo;
 
 use std::collections::BTreeMap;

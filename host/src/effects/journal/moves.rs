@@ -63,7 +63,7 @@ pub(super) fn exchange(a_dir: &Dir, a: &str, b_dir: &Dir, b: &str) -> io::Result
 
 /// Renames `from` to `to` unless `to` exists ([`platform::rename_if_absent`]; elsewhere a link, which
 /// fails when the name is taken, and an unlink).
-pub(super) fn rename_no_replace(
+pub(crate) fn rename_no_replace(
     from_dir: &Dir,
     from: &str,
     to_dir: &Dir,

@@ -37,7 +37,7 @@ pub(super) fn open_own_file(dir: &Dir, where_: &str, name: &str) -> Result<File,
 }
 
 /// Holds an opened file of the state directory to what turngate makes: a regular file with one link.
-pub(super) fn check_own_file(
+pub(crate) fn check_own_file(
     path: &str,
     metadata: &cap_std::fs::Metadata,
 ) -> Result<(), EffectError> {
@@ -66,7 +66,7 @@ pub(super) fn check_own_file(
 
 /// The error for an entry of the state directory that could not be opened as turngate's own: what it
 /// is when `lstat` can tell (a link, a FIFO, a directory), else what the system said.
-pub(super) fn refusal(dir: &Dir, name: &str, path: &str, error: io::Error) -> EffectError {
+pub(crate) fn refusal(dir: &Dir, name: &str, path: &str, error: io::Error) -> EffectError {
     match dir.symlink_metadata(name) {
         Ok(metadata) => {
             let kind = EntryKind::from_file_type(metadata.file_type());
@@ -85,7 +85,7 @@ pub(super) fn refusal(dir: &Dir, name: &str, path: &str, error: io::Error) -> Ef
 
 /// Opens the directory `name` in `dir` without following a link, creating it when missing; refuses
 /// anything else standing there.
-pub(super) fn open_own_dir(dir: &Dir, where_: &str, name: &str) -> Result<Dir, EffectError> {
+pub(crate) fn open_own_dir(dir: &Dir, where_: &str, name: &str) -> Result<Dir, EffectError> {
     match dir.create_dir(name) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -119,7 +119,7 @@ pub(super) fn create_exclusive(
 }
 
 /// A temporary file to write and rename over `prefix` (see [`create_exclusive`]).
-pub(super) fn create_temporary(dir: &Dir, prefix: &str) -> io::Result<(File, String)> {
+pub(crate) fn create_temporary(dir: &Dir, prefix: &str) -> io::Result<(File, String)> {
     create_exclusive(dir, prefix, TEMPORARY)
 }
 
@@ -127,7 +127,7 @@ pub(super) fn create_temporary(dir: &Dir, prefix: &str) -> io::Result<(File, Str
 const TEMPORARY: &str = ".tmp";
 
 /// Whether `name` is a temporary file a process left (`<prefix>.<anything>.tmp`), to be removed.
-pub(super) fn is_temporary(name: &str, prefix: &str) -> bool {
+pub(crate) fn is_temporary(name: &str, prefix: &str) -> bool {
     name.strip_prefix(prefix)
         .and_then(|rest| rest.strip_prefix('.'))
         .is_some_and(|rest| rest.ends_with(TEMPORARY))

@@ -7,11 +7,19 @@
 //! whose network table says `approval = "ask"` (a method that changes things) is asked about while the
 //! call waits, with its method, URL and body ([`ApprovalRequest::network`]). Without an approver such a
 //! call or request is denied. A denial is the call's result (the model is told); the other calls of a turn go on.
+//!
+//! The modules: [`pending`] records questions and answers in the root (`.turngate/approvals/`), each
+//! named by the digest of exactly what is shown ([`ApprovalRequest::digest`]); [`durable`] is the
+//! [`Approver`] that asks through them, so a question outlives the process that asked.
+
+pub mod durable;
+pub mod pending;
 
 use std::future::Future;
 use std::pin::Pin;
 
 use crate::descriptor::Access;
+use crate::digest::Sha256Digest;
 use crate::effects::ChangeSet;
 use crate::network::NetworkRequest;
 use crate::resolve::RelPath;
@@ -21,6 +29,9 @@ use crate::resolve::RelPath;
 pub struct ApprovalRequest<'a> {
     /// The provider's call ID.
     pub id: Option<&'a str>,
+    /// The turn the call belongs to, when known (shown to group a turn's questions; not part of what
+    /// an answer is bound to, since a turn run again may be given a new ID).
+    pub turn: Option<&'a str>,
     /// The tool.
     pub tool: &'a str,
     /// The input exactly as the model sent it (already parsed strictly and schema-checked).
@@ -77,6 +88,21 @@ impl ApprovalRequest<'_> {
     }
 }
 
+impl ApprovalRequest<'_> {
+    /// What an answer to this request is bound to: SHA-256 of [`ApprovalRequest::to_json`] as bytes
+    /// (the call ID, tool, input, paths, every change with the SHA-256 and size of both sides, the
+    /// diff, the network request with its body's SHA-256). Two requests with the same digest show the
+    /// same thing.
+    pub fn digest(&self) -> Sha256Digest {
+        digest_of(&self.to_json())
+    }
+}
+
+/// The digest of a request as [`ApprovalRequest::to_json`] gave it (or as read back from a record).
+pub(crate) fn digest_of(shown: &serde_json::Value) -> Sha256Digest {
+    Sha256Digest::of(&serde_json::to_vec(shown).expect("a JSON value serializes"))
+}
+
 /// The future an [`Approver`] returns: `true` lets the call run (or its changes apply).
 pub type ApprovalFuture<'a> = Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
 
@@ -111,6 +137,7 @@ mod tests {
         };
         let request = ApprovalRequest {
             id: Some("c1"),
+            turn: None,
             tool: "github",
             input: "{}",
             paths: vec![(RelPath::parse("notes.txt").unwrap(), Access::Read)],
