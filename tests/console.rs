@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 use turngate::audit::{AuditRecord, write_jsonl};
 use turngate::console::guard::CONTENT_SECURITY_POLICY;
 use turngate::console::{Console, ConsoleOptions};
-use turngate::{CallContext, Effects, Policy, Root, call_audited};
+use turngate::{
+    CallContext, DurableApprover, Effects, PendingApprovals, Policy, Root, call_audited,
+};
 
 /// A console serving a workspace, with its audit log.
 struct Served {
@@ -687,4 +689,341 @@ fn the_console_command_prints_a_url_with_a_token_and_serves_only_loopback() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(answer.starts_with("HTTP/1.1 303"), "{answer}");
+}
+
+// ---- Approvals recorded in the root and answered from the console ----
+
+/// A policy that asks before every `write_file` call applies; a question waits `timeout` seconds.
+fn asking_policy(timeout: u64) -> Policy {
+    Policy::from_toml(&format!(
+        "approval_timeout_seconds = {timeout}\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n"
+    ))
+    .unwrap()
+}
+
+/// Runs `write_file` of `content` to `path` as call `call_id` of `turn`, asking through the root's
+/// recorded approvals, on the console's runtime: answers the call's outcome JSON when it ends.
+fn ask_in_background(
+    served: &Served,
+    turn: &str,
+    call_id: &str,
+    path: &str,
+    content: &str,
+    timeout: u64,
+) -> tokio::task::JoinHandle<Value> {
+    let root = Root::open(served.ws.root_path()).unwrap();
+    let (turn, call_id) = (turn.to_owned(), call_id.to_owned());
+    let input = json!({"path": path, "content": content}).to_string();
+    let toolbox = bundled();
+    served.runtime.spawn(async move {
+        let policy = asking_policy(timeout);
+        let approver = DurableApprover::new(
+            PendingApprovals::open(&root).unwrap(),
+            policy.approval_timeout(),
+        );
+        let effects = Effects::default();
+        let mut context = CallContext::new(&root, &policy, &effects);
+        context.approver = Some(&approver);
+        context.call_id = Some(call_id);
+        context.turn = Some(turn);
+        let (outcome, _) = call_audited(toolbox, &mut context, "write_file", &input).await;
+        outcome.to_json()
+    })
+}
+
+/// The questions waiting in the root, once there are `count`.
+fn waiting(served: &Served, cookie: &str, count: usize) -> Vec<Value> {
+    waiting_on(served, cookie, count, None)
+}
+
+/// [`waiting`], while `asking` (the process that asks) still runs: its output if it ended.
+fn waiting_on(
+    served: &Served,
+    cookie: &str,
+    count: usize,
+    mut asking: Option<&mut std::process::Child>,
+) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(child) = asking.as_deref_mut()
+            && child.try_wait().unwrap().is_some()
+        {
+            let (mut stdout, mut stderr) = (String::new(), String::new());
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut stdout)
+                .unwrap();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut stderr)
+                .unwrap();
+            let status = child.wait().unwrap();
+            panic!("the asking process ended ({status}) before it asked: {stdout}\n{stderr}");
+        }
+        let reply = served.get(cookie, "/api/approvals");
+        assert_eq!(reply.status, 200, "{reply:?}");
+        let questions = reply.json()["approvals"].as_array().unwrap().clone();
+        if questions.len() >= count {
+            assert_eq!(questions.len(), count, "{questions:?}");
+            return questions;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{count} questions never came: {questions:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Served {
+    /// A POST of answers as the page makes it.
+    fn answer(&self, cookie: &str, answers: Value) -> Reply {
+        let csrf = self.csrf(cookie);
+        self.raw(
+            "POST",
+            "/api/approvals",
+            &[
+                ("Host", &self.host()),
+                ("Origin", &self.origin()),
+                ("Cookie", cookie),
+                ("X-CSRF-Token", &csrf),
+                ("Content-Type", "application/json"),
+            ],
+            &json!({ "answers": answers }).to_string(),
+        )
+    }
+
+    fn finish(&self, call: tokio::task::JoinHandle<Value>) -> Value {
+        self.runtime
+            .block_on(async { tokio::time::timeout(Duration::from_secs(60), call).await })
+            .expect("the call ended after its answer")
+            .unwrap()
+    }
+}
+
+#[test]
+fn a_call_waiting_in_the_root_is_shown_with_its_diff_and_applies_once_approved() {
+    let served = Served::start();
+    let cookie = served.login();
+    served.ws.write("notes.txt", "old\n");
+    let call = ask_in_background(&served, "t1", "c1", "notes.txt", "new\n", 600);
+    let question = waiting(&served, &cookie, 1).remove(0);
+    assert_eq!(question["turn"], "t1");
+    assert_eq!(question["request"]["tool"], "write_file");
+    assert_eq!(question["request"]["id"], "c1");
+    assert_eq!(question["request"]["changes"][0]["path"], "notes.txt");
+    assert_eq!(question["request"]["changes"][0]["kind"], "replace");
+    let diff = question["request"]["diff"].as_str().unwrap();
+    assert!(diff.contains("-old") && diff.contains("+new"), "{diff}");
+    assert_eq!(served.ws.read("notes.txt"), "old\n", "nothing applied yet");
+
+    // Without the CSRF token, nothing is answered.
+    let digest = question["digest"].as_str().unwrap().to_owned();
+    let forged = served.raw(
+        "POST",
+        "/api/approvals",
+        &[
+            ("Host", &served.host()),
+            ("Origin", &served.origin()),
+            ("Cookie", &cookie),
+            ("Content-Type", "application/json"),
+        ],
+        &json!({"answers": [{"digest": digest, "approve": true}]}).to_string(),
+    );
+    assert_eq!((forged.status, forged.check()), (403, "csrf".to_owned()));
+    assert_eq!(waiting(&served, &cookie, 1).len(), 1);
+
+    let reply = served.answer(&cookie, json!([{"digest": digest, "approve": true}]));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let outcome = served.finish(call);
+    assert_eq!(outcome["status"], "ok", "{outcome}");
+    assert_eq!(served.ws.read("notes.txt"), "new\n");
+    assert_eq!(
+        waiting(&served, &cookie, 0).len(),
+        0,
+        "taken, the question is gone"
+    );
+
+    // The first answer stands: answering again is refused.
+    let again = served.answer(&cookie, json!([{"digest": digest, "approve": false}]));
+    assert_eq!(again.status, 409, "{again:?}");
+    assert_eq!(served.ws.read("notes.txt"), "new\n");
+}
+
+#[test]
+fn a_turn_s_calls_are_answered_in_one_request_and_a_stale_digest_answers_none() {
+    let served = Served::start();
+    let cookie = served.login();
+    let first = ask_in_background(&served, "t7", "c1", "a.txt", "a\n", 600);
+    let second = ask_in_background(&served, "t7", "c2", "b.txt", "b\n", 600);
+    let questions = waiting(&served, &cookie, 2);
+    let digests: Vec<&str> = questions
+        .iter()
+        .map(|q| q["digest"].as_str().unwrap())
+        .collect();
+
+    // One digest the root never asked: nothing of the request is answered.
+    let unknown = format!("sha256:{}", "0".repeat(64));
+    let reply = served.answer(
+        &cookie,
+        json!([
+            {"digest": digests[0], "approve": true},
+            {"digest": unknown, "approve": true},
+        ]),
+    );
+    assert_eq!(reply.status, 409, "{reply:?}");
+    assert_eq!(reply.json()["digest"], unknown.as_str());
+    assert_eq!(waiting(&served, &cookie, 2).len(), 2, "none was answered");
+
+    let reply = served.answer(
+        &cookie,
+        json!(
+            digests
+                .iter()
+                .map(|d| json!({"digest": d, "approve": true}))
+                .collect::<Vec<_>>()
+        ),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(served.finish(first)["status"], "ok");
+    assert_eq!(served.finish(second)["status"], "ok");
+    assert_eq!(served.ws.read("a.txt"), "a\n");
+    assert_eq!(served.ws.read("b.txt"), "b\n");
+}
+
+#[test]
+fn an_answer_is_held_to_what_was_shown() {
+    let served = Served::start();
+    let cookie = served.login();
+    let call = ask_in_background(&served, "t1", "c1", "notes.txt", "shown\n", 600);
+    let question = waiting(&served, &cookie, 1).remove(0);
+    let digest = question["digest"].as_str().unwrap().to_owned();
+    // Someone rewrites the recorded question to show other content: it no longer hashes to its name,
+    // so it is neither listed nor answerable.
+    let name = format!(
+        ".turngate/approvals/{}.ask",
+        digest.strip_prefix("sha256:").unwrap()
+    );
+    let recorded = served.ws.read(&name);
+    assert!(recorded.contains("shown"), "{recorded}");
+    served.ws.write(&name, &recorded.replace("shown", "other"));
+    let listed = served.get(&cookie, "/api/approvals");
+    assert_eq!(listed.status, 200, "{listed:?}");
+    assert_eq!(listed.json()["approvals"], json!([]), "{listed:?}");
+    let damaged = listed.json()["damaged"].to_string();
+    assert!(damaged.contains("not to its name"), "{listed:?}");
+    let reply = served.answer(&cookie, json!([{"digest": digest, "approve": true}]));
+    assert_ne!(reply.status, 200, "{reply:?}");
+    served.ws.write(&name, &recorded);
+    let reply = served.answer(&cookie, json!([{"digest": digest, "approve": false}]));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let outcome = served.finish(call);
+    assert_eq!(outcome["status"], "error");
+    assert!(
+        outcome["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not give approval"),
+        "{outcome}"
+    );
+    assert!(!served.ws.exists("notes.txt"));
+}
+
+#[test]
+fn a_question_not_answered_by_its_deadline_is_denied_and_stays_denied() {
+    let served = Served::start();
+    let cookie = served.login();
+    let call = ask_in_background(&served, "t1", "c1", "notes.txt", "x\n", 1);
+    let question = waiting(&served, &cookie, 1).remove(0);
+    let outcome = served.finish(call);
+    assert_eq!(outcome["status"], "error", "{outcome}");
+    assert!(!served.ws.exists("notes.txt"));
+    let digest = question["digest"].as_str().unwrap();
+    let late = served.answer(&cookie, json!([{"digest": digest, "approve": true}]));
+    assert_eq!(late.status, 409, "{late:?}");
+    assert!(
+        late.json()["error"].as_str().unwrap().contains("denied"),
+        "{late:?}"
+    );
+    // The same call asked again meets the recorded no at once.
+    let again = ask_in_background(&served, "t1", "c1", "notes.txt", "x\n", 600);
+    let outcome = served.finish(again);
+    assert_eq!(outcome["status"], "error", "{outcome}");
+    assert!(!served.ws.exists("notes.txt"));
+}
+
+/// `turngate call --approve-in console` killed while its question waits; the question answered yes
+/// meanwhile; the same call run again applies, once, without asking again.
+#[test]
+fn a_question_outlives_the_process_that_asked_and_its_yes_applies_once() {
+    let served = Served::start();
+    let cookie = served.login();
+    let policy = served.ws.dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+    )
+    .unwrap();
+    let call = || {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_turngate"));
+        command
+            .env(
+                "TURNGATE_CACHE_DIR",
+                std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("turngate-cache"),
+            )
+            .args([
+                "call",
+                "--approve-in",
+                "console",
+                "--call-id",
+                "c1",
+                "--policy",
+            ])
+            .arg(&policy)
+            .arg("--root")
+            .arg(served.ws.root_path())
+            .args([
+                "write_file",
+                r#"{"path":"notes.txt","content":"approved\n"}"#,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        command
+    };
+    let mut asking = call().spawn().unwrap();
+    let question = waiting_on(&served, &cookie, 1, Some(&mut asking)).remove(0);
+    asking.kill().unwrap();
+    asking.wait().unwrap();
+    assert!(!served.ws.exists("notes.txt"));
+    let digest = question["digest"].as_str().unwrap();
+    let reply = served.answer(&cookie, json!([{"digest": digest, "approve": true}]));
+    assert_eq!(reply.status, 200, "{reply:?}");
+
+    let again = call().output().unwrap();
+    assert!(again.status.success(), "{again:?}");
+    assert_eq!(served.ws.read("notes.txt"), "approved\n");
+    let journal = served.journal(&cookie, "");
+    assert_eq!(journal["total"], 1, "{journal}");
+    let used = format!(
+        ".turngate/approvals/{}.used",
+        digest.strip_prefix("sha256:").unwrap()
+    );
+    assert!(served.ws.exists(&used), "the yes was taken");
+
+    // The yes was taken: with the file gone again, the very same call (the same digest) waits for a
+    // new answer instead of taking that yes a second time.
+    #[allow(clippy::disallowed_methods)] // the user removes it, outside turngate
+    std::fs::remove_file(served.ws.root_path().join("notes.txt")).unwrap();
+    let mut third = call().spawn().unwrap();
+    let next = waiting_on(&served, &cookie, 1, Some(&mut third)).remove(0);
+    assert_eq!(next["digest"], question["digest"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(third.try_wait().unwrap().is_none(), "it waits");
+    assert!(!served.ws.exists("notes.txt"));
+    third.kill().unwrap();
+    third.wait().unwrap();
 }

@@ -91,6 +91,11 @@ enum Command {
         /// Show each call's changes as a diff and apply them only on yes (denied without a terminal).
         #[arg(long)]
         review: bool,
+        /// Where a call that needs approval is asked: on this terminal, or recorded in the root and
+        /// answered from `turngate console` (surviving this process; denied after the policy's
+        /// `approval_timeout_seconds`).
+        #[arg(long, value_enum, default_value_t)]
+        approve_in: cli::agent::ApproveIn,
         #[command(flatten)]
         toolbox: ToolboxArgs,
         /// The raw response body, a file holding it, or `-` (or nothing) for standard input.
@@ -144,6 +149,11 @@ enum Command {
         /// Show the call's changes as a diff and apply them only on yes (denied without a terminal).
         #[arg(long)]
         review: bool,
+        /// Where a call that needs approval is asked: on this terminal, or recorded in the root and
+        /// answered from `turngate console` (surviving this process; denied after the policy's
+        /// `approval_timeout_seconds`).
+        #[arg(long, value_enum, default_value_t)]
+        approve_in: cli::agent::ApproveIn,
         /// The call's ID in the journal (`undo --call ID`); without it one is made up. Printed as
         /// `call_id` in the outcome.
         #[arg(long, value_name = "ID")]
@@ -360,6 +370,11 @@ struct AgentArgs {
     /// Show each call's changes as a diff and apply them only on yes (denied without a terminal).
     #[arg(long)]
     review: bool,
+    /// Where a call that needs approval is asked: on this terminal, or recorded in the root and
+    /// answered from `turngate console` (surviving this process; denied after the policy's
+    /// `approval_timeout_seconds`).
+    #[arg(long, value_enum, default_value_t)]
+    approve_in: cli::agent::ApproveIn,
     #[command(flatten)]
     toolbox: ToolboxArgs,
     /// The user's prompt.
@@ -526,6 +541,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             root,
             policy,
             review,
+            approve_in,
             call_id,
             log,
             toolbox,
@@ -541,12 +557,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let call_id =
                 call_id.unwrap_or_else(|| format!("call-{}-{:08x}", unix_ms(), fastrand::u32(..)));
             let cancel = cli::agent::cancel_on_ctrl_c();
+            let approver = cli::agent::CliApprover::new(approve_in, &root, &policy)?;
             let mut context = CallContext::new(&root, &policy, &effects);
-            context.approver = Some(&cli::agent::TerminalApprover);
+            context.approver = Some(&approver);
             context.review = review;
             context.cancel = Some(&cancel);
             context.call_id = Some(call_id.clone());
             let (outcome, record) = call_audited(&toolbox, &mut context, &tool, &input).await;
+            approver.report_failure();
             if let (Some(file), Some(path)) = (log_file.as_mut(), &log) {
                 write_jsonl(&[AuditRecord::Call(record)], file)
                     .with_context(|| format!("writing log {}", path.display()))?;
@@ -571,6 +589,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             forced_tool_choice,
             max_output_tokens,
             review,
+            approve_in,
             toolbox,
             stream,
         } => {
@@ -598,11 +617,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             // the process as usual (the journal settles an apply it interrupted).
             let cancel = (review || turn.calls.iter().any(|c| policy.runs_alone(&c.name)))
                 .then(cli::agent::cancel_on_ctrl_c);
+            let approver = cli::agent::CliApprover::new(approve_in, &root, &policy)?;
             let hooks = TurnHooks {
-                approver: Some(&cli::agent::TerminalApprover),
+                approver: Some(&approver),
                 cancel: cancel.as_ref(),
             };
             let report = process_turn_with(&toolbox, &root, &policy, turn, options, hooks).await;
+            approver.report_failure();
             leave_to_exit(toolbox);
             if let (Some(file), Some(path)) = (log_file.as_mut(), &log) {
                 write_jsonl(&report.audit, file)
@@ -767,7 +788,7 @@ async fn agent(args: AgentArgs) -> Result<ExitCode> {
         review: args.review,
     };
     let cancel = cli::agent::cancel_on_ctrl_c();
-    let approver = cli::agent::TerminalApprover;
+    let approver = cli::agent::CliApprover::new(args.approve_in, &root, &policy)?;
     let session = Agent {
         client: &client,
         toolbox: &toolbox,
@@ -782,6 +803,7 @@ async fn agent(args: AgentArgs) -> Result<ExitCode> {
         log_error: None,
     };
     let outcome = session.run(&args.prompt, &mut observer).await;
+    approver.report_failure();
     eprintln!();
     if outcome.end.exit_code() != EXIT_OK {
         eprintln!(

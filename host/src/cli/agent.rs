@@ -1,12 +1,15 @@
 //! `turngate agent` glue: text to stderr, log records to the log file as they happen, approval asked
-//! on the terminal (denied when standard input is not a terminal) and Ctrl-C as a cancel, also for
-//! `run` and `call`.
+//! on the terminal (denied when standard input is not a terminal) or recorded in the root for
+//! `turngate console` (`--approve-in console`), and Ctrl-C as a cancel, also for `run` and `call`.
 
 use std::fs::File;
 use std::io::{BufRead, IsTerminal, Write};
 
 use turngate::live::agent::{AgentObserver, LogRecord};
-use turngate::{ApprovalFuture, ApprovalRequest, Approver, Cancel};
+use turngate::{
+    ApprovalFuture, ApprovalRequest, Approver, Cancel, DurableApprover, PendingApprovals, Policy,
+    Root,
+};
 
 /// Echoes text deltas to stderr and appends every log record to the log file.
 pub struct CliObserver {
@@ -99,6 +102,66 @@ impl Approver for TerminalApprover {
             });
             answer.await.unwrap_or(false)
         })
+    }
+}
+
+/// Where `run`, `call` and `agent` ask (`--approve-in`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApproveIn {
+    /// On this terminal (denied when there is none).
+    #[default]
+    Terminal,
+    /// Recorded in the root (`.turngate/approvals/`) and answered from `turngate console`: the
+    /// question survives this process, and is denied after the policy's `approval_timeout_seconds`.
+    Console,
+}
+
+/// The approver `--approve-in` chose.
+pub enum CliApprover {
+    /// Asks on the terminal.
+    Terminal(TerminalApprover),
+    /// Asks through the root's recorded approvals.
+    Console(DurableApprover),
+}
+
+impl CliApprover {
+    /// The approver for `choice` on `root`.
+    pub fn new(choice: ApproveIn, root: &Root, policy: &Policy) -> anyhow::Result<CliApprover> {
+        Ok(match choice {
+            ApproveIn::Terminal => CliApprover::Terminal(TerminalApprover),
+            ApproveIn::Console => CliApprover::Console(DurableApprover::new(
+                PendingApprovals::open(root)?,
+                policy.approval_timeout(),
+            )),
+        })
+    }
+
+    /// Says on stderr why a recorded question was denied without an answer, if one was.
+    pub fn report_failure(&self) {
+        if let CliApprover::Console(durable) = self
+            && let Some(failure) = durable.take_failure()
+        {
+            eprintln!(
+                "turngate: an approval could not be recorded or read, so it was denied: {failure}"
+            );
+        }
+    }
+}
+
+impl Approver for CliApprover {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        match self {
+            CliApprover::Terminal(terminal) => terminal.approve(request),
+            CliApprover::Console(durable) => {
+                eprintln!(
+                    "turngate: `{}` (id {}) waits for approval {} in `turngate console`",
+                    request.tool,
+                    request.id.unwrap_or("-"),
+                    request.digest()
+                );
+                durable.approve(request)
+            }
+        }
     }
 }
 

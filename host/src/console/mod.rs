@@ -1,11 +1,14 @@
 //! `turngate console`: a local review page for one root, served over HTTP to a browser.
 //!
-//! It shows the root's journal as a timeline (newest first, paged, each call with the paths it
+//! It shows the questions waiting for the user in the root (recorded by `--approve-in console`:
+//! each call with its input, paths, diff or network request, to approve or deny alone or a turn's at
+//! once), the root's journal as a timeline (newest first, paged, each call with the paths it
 //! changed, its diff where the journal still holds both sides, and an undo button that is
 //! [`Journal::undo`], as `turngate undo` is), and an audit log, filterable by tool, status and time.
 //!
 //! The modules, one job each:
 //!
+//! * [`approvals`]: the waiting questions and their answers, bound to what was shown by its digest;
 //! * [`guard`]: who may use it (Host and Origin against DNS rebinding, the start token, the session
 //!   cookie, CSRF) and the security headers of every response;
 //! * [`timeline`]: the journal's pages, a call's diffs, and undo;
@@ -16,6 +19,7 @@
 //! file name or content holding markup shows as text. Start it with [`Console::bind`], print
 //! [`Console::url`], then [`Console::serve`].
 
+pub mod approvals;
 pub mod assets;
 pub mod audit_log;
 pub mod guard;
@@ -197,6 +201,8 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Response<Body>
                 "audit_log": state.audit_log.as_ref().map(|p| p.display().to_string()),
             }),
         ),
+        (Method::GET, "/api/approvals") => approvals::waiting(&state),
+        (Method::POST, "/api/approvals") => approvals::answer(&state, &body),
         (Method::GET, "/api/journal") => timeline::page(&state, &query),
         (Method::GET, "/api/diff") => timeline::diff(&state, &query),
         (Method::POST, "/api/undo") => timeline::undo(&state, &body),

@@ -10,6 +10,7 @@
   let nextRecord = null;
   let lastTurnKey = undefined;
   let lastTurnBox = null;
+  let shownQuestions = "";
 
   function el(tag, className, text) {
     const node = document.createElement(tag);
@@ -38,6 +39,131 @@
   function time(ms) {
     if (typeof ms !== "number") return "";
     return new Date(ms).toISOString().replace("T", " ").replace("Z", " UTC");
+  }
+
+  // ---- approvals ----
+
+  function field(box, label, value) {
+    const line = el("div", "field");
+    line.appendChild(el("span", "label", label));
+    line.appendChild(el("span", "value", value));
+    box.appendChild(line);
+  }
+
+  function renderQuestion(question) {
+    const request = question.request;
+    const box = el("div", "call question");
+    const head = el("div", "call-head");
+    head.appendChild(el("span", "tool", request.tool));
+    head.appendChild(el("span", "muted", request.id ? "call " + request.id : "no call ID"));
+    head.appendChild(el("span", "muted", "asked " + time(question.asked_ms)));
+    head.appendChild(el("span", "muted", "denied at " + time(question.deadline_ms) + " without an answer"));
+    box.appendChild(head);
+    field(box, "input", request.input);
+    if (request.paths && request.paths.length) {
+      field(box, "paths", request.paths.map(function (p) { return p.path + " (" + p.access + ")"; }).join(", "));
+    }
+    if (request.network) {
+      const n = request.network;
+      field(box, "request", n.method + " " + n.url);
+      field(box, "body", n.body_bytes + " bytes, SHA-256 " + n.body_sha256);
+      if (typeof n.body_start === "string") field(box, "body starts", n.body_start);
+    }
+    if (request.changes) {
+      const list = el("ul", "changes");
+      for (const change of request.changes) {
+        const item = el("li");
+        item.appendChild(el("span", "kind", change.kind));
+        item.appendChild(el("span", "path", change.path));
+        list.appendChild(item);
+      }
+      box.appendChild(list);
+      if (request.diff) box.appendChild(renderDiff(request.diff));
+    } else if (!request.network) {
+      box.appendChild(el("p", "note", "asked before the call runs: it only reads"));
+    }
+    field(box, "digest", question.digest);
+    const actions = el("div", "actions");
+    for (const [label, approve] of [["Approve", true], ["Deny", false]]) {
+      const button = el("button", approve ? "approve" : "deny", label);
+      button.type = "button";
+      button.addEventListener("click", function () {
+        answer([{ digest: question.digest, approve: approve }], label.toLowerCase() + " " + request.tool);
+      });
+      actions.appendChild(button);
+    }
+    box.appendChild(actions);
+    return box;
+  }
+
+  function renderQuestions(questions) {
+    const area = document.getElementById("questions");
+    area.replaceChildren();
+    document.getElementById("approval-count").textContent = questions.length ? "(" + questions.length + ")" : "";
+    if (!questions.length) {
+      area.appendChild(el("p", "muted", "Nothing is waiting for an answer."));
+      return;
+    }
+    const turns = new Map();
+    for (const question of questions) {
+      const key = question.turn === null || question.turn === undefined ? "" : question.turn;
+      if (!turns.has(key)) turns.set(key, []);
+      turns.get(key).push(question);
+    }
+    for (const [key, group] of turns) {
+      const box = el("div", "turn");
+      const head = el("div", "turn-head");
+      head.appendChild(el("h2", null, key === "" ? "Calls outside a turn" : "Turn " + key));
+      if (group.length > 1) {
+        for (const [label, approve] of [["Approve all " + group.length, true], ["Deny all " + group.length, false]]) {
+          const button = el("button", approve ? "approve" : "deny", label);
+          button.type = "button";
+          button.addEventListener("click", function () {
+            answer(group.map(function (q) { return { digest: q.digest, approve: approve }; }),
+              label.toLowerCase() + " of " + (key === "" ? "the calls outside a turn" : "turn " + key));
+          });
+          head.appendChild(button);
+        }
+      }
+      box.appendChild(head);
+      for (const question of group) box.appendChild(renderQuestion(question));
+      area.appendChild(box);
+    }
+  }
+
+  async function loadQuestions() {
+    const answer = await api("/api/approvals");
+    if (!answer.ok) {
+      status(answer.body.error || "the approvals could not be read", "error");
+      return;
+    }
+    const questions = answer.body.approvals;
+    const damaged = answer.body.damaged || [];
+    // Drawn again only when what waits changed, so nothing moves under the reader.
+    const key = questions.map(function (q) { return q.digest; }).concat(damaged).join(",");
+    if (key !== shownQuestions) {
+      shownQuestions = key;
+      renderQuestions(questions);
+      for (const why of damaged) {
+        document.getElementById("questions").appendChild(el("p", "damage", "cannot be answered: " + why));
+      }
+    }
+  }
+
+  async function answer(answers, what) {
+    status(what + "...");
+    const reply = await api("/api/approvals", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      body: JSON.stringify({ answers: answers }),
+    });
+    if (reply.ok) {
+      status("answered: " + what, "ok");
+    } else {
+      status("not answered: " + (reply.body.error || reply.status), "error");
+    }
+    shownQuestions = "";
+    loadQuestions();
   }
 
   // ---- timeline ----
@@ -241,6 +367,8 @@
   // ---- tabs and start ----
 
   function show(which) {
+    document.getElementById("approvals").hidden = which !== "approvals";
+    document.getElementById("show-approvals").classList.toggle("active", which === "approvals");
     document.getElementById("timeline").hidden = which !== "timeline";
     document.getElementById("audit").hidden = which !== "audit";
     document.getElementById("show-timeline").classList.toggle("active", which === "timeline");
@@ -255,6 +383,7 @@
     }
     csrf = session.body.csrf;
     document.getElementById("root-line").textContent = "Root: " + session.body.root;
+    document.getElementById("show-approvals").addEventListener("click", function () { show("approvals"); });
     document.getElementById("show-timeline").addEventListener("click", function () { show("timeline"); });
     document.getElementById("show-audit").addEventListener("click", function () { show("audit"); });
     document.getElementById("older-calls").addEventListener("click", loadCalls);
@@ -263,6 +392,8 @@
       event.preventDefault();
       reloadRecords();
     });
+    loadQuestions();
+    setInterval(loadQuestions, 1000);
     loadCalls();
     loadRecords();
   }
