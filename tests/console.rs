@@ -69,6 +69,12 @@ impl Served {
             root: Root::open(ws.root_path()).unwrap(),
             audit_log: Some(log.clone()),
             token: None,
+            tools: Some(common::build(
+                turngate::Toolbox::builder()
+                    .cache(common::test_cache())
+                    .component_file(env!("TURNGATE_TEST_GUEST_NOOP"))
+                    .unwrap(),
+            )),
         };
         let console = runtime
             .block_on(Console::bind("127.0.0.1:0".parse().unwrap(), options))
@@ -1026,4 +1032,40 @@ fn a_question_outlives_the_process_that_asked_and_its_yes_applies_once() {
     assert!(!served.ws.exists("notes.txt"));
     third.kill().unwrap();
     third.wait().unwrap();
+}
+
+#[test]
+fn the_tools_view_lists_each_tool_with_its_digest_and_where_it_came_from() {
+    let served = Served::start();
+    let cookie = served.login();
+    let reply = served.get(&cookie, "/api/tools");
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let listing = reply.json();
+    assert_eq!(listing["loaded"], true);
+    let tools = listing["tools"].as_array().unwrap();
+    let find = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {listing}"))
+    };
+    let write = find("write_file");
+    assert_eq!(write["origin"], "bundled");
+    assert_eq!(write["sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(write["paths"][0]["access"], "write");
+    assert_eq!(write["registry"], Value::Null);
+    let noop = tools
+        .iter()
+        .find(|t| {
+            t["origin"]
+                .as_str()
+                .is_some_and(|o| o == env!("TURNGATE_TEST_GUEST_NOOP"))
+        })
+        .unwrap_or_else(|| panic!("the component file in {listing}"));
+    let bytes = std::fs::read(env!("TURNGATE_TEST_GUEST_NOOP")).unwrap();
+    assert_eq!(
+        noop["sha256"].as_str().unwrap(),
+        turngate::digest::Sha256Digest::of(&bytes).hex(),
+        "the digest of the very bytes loaded"
+    );
 }

@@ -23,6 +23,11 @@ pub struct ConsoleArgs {
     /// The address to serve at (default 127.0.0.1:0, any free port); a loopback address only.
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
+    /// A policy file (TOML): whose signatures a `--locked` registry tool must carry.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    #[command(flatten)]
+    toolbox: crate::ToolboxArgs,
 }
 
 /// Serves the console until the process is stopped; prints its address, with the token, first.
@@ -38,10 +43,14 @@ pub async fn serve(args: ConsoleArgs) -> Result<ExitCode> {
              loopback only"
         );
     }
+    // The tools the page lists: what `run` and `mcp` with the same flags load.
+    let policy = crate::load_policy(args.policy.as_ref())?;
+    let tools = args.toolbox.build(&policy).await?;
     let options = ConsoleOptions {
         root,
         audit_log: args.log,
         token: None,
+        tools: Some(tools),
     };
     let console = Console::bind(addr, options)
         .await

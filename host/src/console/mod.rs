@@ -13,6 +13,8 @@
 //!   cookie, CSRF) and the security headers of every response;
 //! * [`timeline`]: the journal's pages, a call's diffs, and undo;
 //! * [`audit_log`]: the audit log's records, filtered and paged;
+//! * [`tools`]: the tools loaded, with where each came from (its digest, and for a tool from a
+//!   registry its source, manifest, signer and the grants the user accepted);
 //! * [`assets`]: the page, its script and its style, compiled into the binary.
 //!
 //! The page renders everything it shows from the JSON API with `textContent` (never as markup), so a
@@ -24,6 +26,7 @@ pub mod assets;
 pub mod audit_log;
 pub mod guard;
 pub mod timeline;
+pub mod tools;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -57,6 +60,8 @@ pub struct ConsoleOptions {
     pub audit_log: Option<PathBuf>,
     /// The token every request must carry (`None`: a random one, 32 bytes as hex).
     pub token: Option<String>,
+    /// The tools to list (`None`: the Tools view says none were loaded).
+    pub tools: Option<crate::Toolbox>,
 }
 
 /// What the request handlers share.
@@ -65,6 +70,7 @@ pub(crate) struct State {
     audit_log: Option<PathBuf>,
     /// The root's journal, opened on the first request that finds one.
     journal: Mutex<Option<Journal>>,
+    tools: Option<crate::Toolbox>,
     guard: Guard,
 }
 
@@ -108,6 +114,7 @@ impl Console {
             root: options.root,
             audit_log: options.audit_log,
             journal: Mutex::new(None),
+            tools: options.tools,
             guard: Guard::new(addr, &token),
         });
         Ok(Console {
@@ -207,6 +214,7 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Response<Body>
         (Method::GET, "/api/diff") => timeline::diff(&state, &query),
         (Method::POST, "/api/undo") => timeline::undo(&state, &body),
         (Method::GET, "/api/audit") => audit_log::page(&state, &query),
+        (Method::GET, "/api/tools") => tools::listing(&state),
         _ => not_found(),
     })
     .await

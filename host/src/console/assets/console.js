@@ -364,6 +364,46 @@
     loadRecords();
   }
 
+  // ---- tools ----
+
+  async function loadTools() {
+    const answer = await api("/api/tools");
+    if (!answer.ok) {
+      status(answer.body.error || "the tools could not be read", "error");
+      return;
+    }
+    const body = document.querySelector("#tool-list tbody");
+    body.replaceChildren();
+    if (!answer.body.loaded) {
+      const row = el("tr");
+      row.appendChild(el("td", null, "No tools were loaded by this console."));
+      body.appendChild(row);
+      return;
+    }
+    for (const tool of answer.body.tools) {
+      const row = el("tr");
+      const name = el("td");
+      name.appendChild(el("div", "tool", tool.name));
+      name.appendChild(el("div", "muted", tool.description));
+      row.appendChild(name);
+      row.appendChild(el("td", null, tool.paths.map(function (p) { return p.pointer + " (" + p.access + ")"; }).join(", ") || "none"));
+      row.appendChild(el("td", null, tool.network ? "may ask for network" : "none"));
+      const origin = el("td");
+      if (tool.registry) {
+        const r = tool.registry;
+        origin.appendChild(el("div", null, r.source || ""));
+        origin.appendChild(el("div", "muted", "manifest " + (r.manifest || "")));
+        origin.appendChild(el("div", "muted", r.signer ? "signed by " + r.signer : "installed unsigned, by your choice"));
+        origin.appendChild(el("div", "muted", r.grants ? "grants accepted: " + r.grants : "no grants accepted: its calls are denied"));
+      } else {
+        origin.appendChild(el("div", null, tool.origin));
+      }
+      row.appendChild(origin);
+      row.appendChild(el("td", "digest", tool.sha256));
+      body.appendChild(row);
+    }
+  }
+
   // ---- tabs and start ----
 
   function show(which) {
@@ -371,6 +411,8 @@
     document.getElementById("show-approvals").classList.toggle("active", which === "approvals");
     document.getElementById("timeline").hidden = which !== "timeline";
     document.getElementById("audit").hidden = which !== "audit";
+    document.getElementById("tools").hidden = which !== "tools";
+    document.getElementById("show-tools").classList.toggle("active", which === "tools");
     document.getElementById("show-timeline").classList.toggle("active", which === "timeline");
     document.getElementById("show-audit").classList.toggle("active", which === "audit");
   }
@@ -386,6 +428,7 @@
     document.getElementById("show-approvals").addEventListener("click", function () { show("approvals"); });
     document.getElementById("show-timeline").addEventListener("click", function () { show("timeline"); });
     document.getElementById("show-audit").addEventListener("click", function () { show("audit"); });
+    document.getElementById("show-tools").addEventListener("click", function () { show("tools"); });
     document.getElementById("older-calls").addEventListener("click", loadCalls);
     document.getElementById("older-records").addEventListener("click", loadRecords);
     document.getElementById("audit-filter").addEventListener("submit", function (event) {
@@ -396,6 +439,7 @@
     setInterval(loadQuestions, 1000);
     loadCalls();
     loadRecords();
+    loadTools();
   }
 
   document.addEventListener("DOMContentLoaded", start);
