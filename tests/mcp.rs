@@ -1801,3 +1801,48 @@ fn a_network_tool_call_goes_through_the_same_gate_and_its_requests_are_in_the_re
         .collect();
     assert_eq!(records[1]["requests"][0]["status"], 200, "{records:?}");
 }
+
+/// `turngate mcp --approve-in console`: the client is not asked (it declares no elicitation); the
+/// question waits in the root until it is answered there, and the call then applies.
+#[test]
+fn with_approve_in_console_a_call_waits_for_the_answer_recorded_in_the_root() {
+    let root = workspace();
+    let policy_dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        policy_dir.path(),
+        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+    );
+    let policy = policy.to_str().unwrap().to_owned();
+    let mut server = Server::initialized(
+        root.path(),
+        &["--policy", &policy, "--approve-in", "console"],
+        json!({}),
+    );
+    let id = server.send(
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"path": "notes.txt", "content": "yes\n"}}),
+    );
+    let approvals =
+        turngate::PendingApprovals::open(&turngate::Root::open(root.path()).unwrap()).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let question = loop {
+        if let Some(question) = approvals.waiting().unwrap().questions.pop() {
+            break question;
+        }
+        assert!(Instant::now() < deadline, "no question was recorded");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(question.request["tool"], "write_file");
+    assert!(
+        !root.path().join("notes.txt").exists(),
+        "nothing before the answer"
+    );
+    approvals.answer(&question.digest, true).unwrap();
+    let response = server.response(id, |_, other| panic!("the client was asked: {other}"));
+    assert_eq!(response["result"]["isError"], false, "{response}");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
+        "yes\n"
+    );
+    assert!(server.finish().success());
+}

@@ -8,9 +8,19 @@ use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use turngate::mcp::McpServer;
 use turngate::mcp::http::{ENDPOINT, HttpOptions};
-use turngate::{Instances, Root};
+use turngate::{DurableApprover, Instances, PendingApprovals, Root};
 
 use crate::{EXIT_OK, ToolboxArgs, load_policy};
+
+/// Where `turngate mcp` asks (`--approve-in`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApproveIn {
+    /// The MCP client, by form elicitation.
+    #[default]
+    Client,
+    /// The root's recorded approvals, answered from `turngate console`.
+    Console,
+}
 
 // `turngate mcp`'s flags.
 #[derive(Args)]
@@ -45,6 +55,11 @@ pub struct McpArgs {
     /// Most calls running at once (each in a fresh instance); default: the number of cores.
     #[arg(long)]
     max_concurrent: Option<usize>,
+    /// Where a call that needs approval is asked: through the client (form elicitation; denied when
+    /// it has none), or recorded in the root and answered from `turngate console` (surviving this
+    /// server; denied after the policy's `approval_timeout_seconds`).
+    #[arg(long, value_enum, default_value_t)]
+    approve_in: ApproveIn,
     #[command(flatten)]
     toolbox: ToolboxArgs,
 }
@@ -96,7 +111,17 @@ pub async fn serve(args: McpArgs) -> Result<ExitCode> {
         .max_concurrent_calls(max_concurrent)
         .build()
         .await?;
-    let server = McpServer::new(toolbox, root, policy, log);
+    let recorded = match args.approve_in {
+        ApproveIn::Client => None,
+        ApproveIn::Console => Some(DurableApprover::new(
+            PendingApprovals::open(&root)?,
+            policy.approval_timeout(),
+        )),
+    };
+    let mut server = McpServer::new(toolbox, root, policy, log);
+    if let Some(recorded) = recorded {
+        server = server.asking_through(recorded);
+    }
     match http {
         None => server.serve_stdio().await?,
         Some((addr, options)) => {

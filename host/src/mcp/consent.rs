@@ -13,6 +13,8 @@
 //!   only if their diff is exactly the one the user saw ([`Consent::Answered`]); otherwise (a file
 //!   changed in between) nothing applies and the result says so.
 //! * A client that declares no form elicitation cannot be asked: the call is denied ([`Consent::Nobody`]).
+//! * A server started with `--approve-in console` asks none of them: the question is recorded in the
+//!   root and answered from `turngate console` while the call waits ([`Consent::Recorded`]).
 //!
 //! Accept means yes unless the form's `apply` field is `false`; decline, cancel, a failed request or
 //! a cancelled call mean no.
@@ -29,6 +31,7 @@ use rmcp::model::{
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::json;
 
+use crate::approval::durable::DurableApprover;
 use crate::approval::{ApprovalFuture, ApprovalRequest, Approver};
 use crate::audit::sha256_text;
 use crate::cancel::Cancel;
@@ -53,6 +56,8 @@ pub(super) enum Consent {
     Capture(Capturing),
     /// The user said yes to a recorded question: approve exactly the changes they saw.
     Answered(Answered),
+    /// Ask through the root's recorded approvals while the call waits.
+    Recorded(DurableApprover),
 }
 
 /// How a call ended, for the client.
@@ -68,6 +73,7 @@ impl Consent {
     /// an approval the user declined, or one this server does not know.
     pub(super) fn for_request(
         pending: &PendingApprovals,
+        recorded: Option<&DurableApprover>,
         context: &RequestContext<RoleServer>,
         cancel: &Cancel,
         tool: &str,
@@ -109,6 +115,9 @@ impl Consent {
                 differed: AtomicBool::new(false),
             }));
         }
+        if let Some(recorded) = recorded {
+            return Ok(Consent::Recorded(recorded.clone()));
+        }
         if !asks_forms(context) {
             return Ok(Consent::Nobody);
         }
@@ -132,6 +141,7 @@ impl Consent {
             Consent::Elicit(approver) => Some(approver),
             Consent::Capture(approver) => Some(approver),
             Consent::Answered(approver) => Some(approver),
+            Consent::Recorded(approver) => Some(approver),
         }
     }
 

@@ -92,6 +92,8 @@ struct Shared {
     /// The journal's turn for every call of this server process (`turngate undo --turn`).
     journal_turn: String,
     approvals: consent::PendingApprovals,
+    /// Where `approval = "ask"` is asked instead of the client (`--approve-in console`).
+    recorded: Option<crate::approval::durable::DurableApprover>,
     in_flight: InFlight,
 }
 
@@ -115,9 +117,19 @@ impl McpServer {
                 audit: audit.map(Mutex::new),
                 journal_turn: format!("mcp-{}-{:08x}", now_ms(), fastrand::u32(..)),
                 approvals: consent::PendingApprovals::default(),
+                recorded: None,
                 in_flight: InFlight::default(),
             }),
         }
+    }
+
+    /// Asks calls that need approval through the root's recorded approvals (answered from `turngate
+    /// console`, surviving this server) instead of through the client.
+    pub fn asking_through(mut self, approver: crate::approval::durable::DurableApprover) -> Self {
+        Arc::get_mut(&mut self.shared)
+            .expect("a new server is not shared yet")
+            .recorded = Some(approver);
+        self
     }
 
     /// Prepares every tool in the background (`background.rs`: the lowest priority, so a call that
@@ -176,6 +188,7 @@ impl McpServer {
         let cancel = Cancel::new();
         let consent = consent::Consent::for_request(
             &shared.approvals,
+            shared.recorded.as_ref(),
             &context,
             &cancel,
             &name,
