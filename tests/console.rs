@@ -1069,3 +1069,430 @@ fn the_tools_view_lists_each_tool_with_its_digest_and_where_it_came_from() {
         "the digest of the very bytes loaded"
     );
 }
+
+// ---- In a real browser: headless Chromium through ChromeDriver (Debian's `chromium` and
+// `chromium-driver`, installed by `.ci/run`), run by the README's second test command. With
+// `TURNGATE_CONSOLE_SCREENSHOTS=DIR`, each view is saved there as a PNG (docs/console/ holds them).
+
+/// A headless Chromium session driven over WebDriver.
+struct Browser {
+    driver: std::process::Child,
+    session: String,
+    client: reqwest::Client,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Browser {
+    fn start() -> Browser {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = std::process::Command::new("/usr/bin/chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("chromedriver (Debian's chromium-driver; .ci/run installs it)");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = common::http_client();
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while runtime
+            .block_on(client.get(format!("{base}/status")).send())
+            .is_err()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "chromedriver did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let capabilities = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                         "--window-size=1280,1100",
+                         "--host-resolver-rules=MAP rebound.test 127.0.0.1"]
+            }
+        }}});
+        let created: Value = runtime.block_on(async {
+            client
+                .post(format!("{base}/session"))
+                .json(&capabilities)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap()
+        });
+        let id = created["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {created}"))
+            .to_owned();
+        Browser {
+            driver,
+            session: format!("{base}/session/{id}"),
+            client,
+            runtime,
+        }
+    }
+
+    /// One WebDriver command; its `value`.
+    fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let url = format!("{}{path}", self.session);
+        let answer: Value = self.runtime.block_on(async {
+            let request = self.client.request(method, url);
+            let request = match body {
+                Some(body) => request.json(&body),
+                None => request,
+            };
+            request.send().await.unwrap().json().await.unwrap()
+        });
+        answer["value"].clone()
+    }
+
+    fn open(&self, url: &str) {
+        self.command(reqwest::Method::POST, "/url", Some(json!({"url": url})));
+    }
+
+    /// Runs `script` in the page (with `arguments`), answering its return value.
+    fn run(&self, script: &str) -> Value {
+        self.command(
+            reqwest::Method::POST,
+            "/execute/sync",
+            Some(json!({"script": script, "args": []})),
+        )
+    }
+
+    /// Runs `script` until it returns something truthy, at most 30 s.
+    fn until(&self, what: &str, script: &str) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let value = self.run(script);
+            if !(value.is_null() || value == json!(false) || value == json!("")) {
+                return value;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: never, the page says {}",
+                self.run("return document.body.innerText")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Clicks the button whose text is `label` inside the first element `scope` selects, the status
+    /// line cleared first (so [`Browser::status`] reads what the click brought).
+    fn click(&self, scope: &str, label: &str) {
+        let clicked = self.run(&format!(
+            "document.getElementById('status').textContent = '';
+             const scope = document.querySelector({scope:?});
+             const b = scope && [...scope.querySelectorAll('button')].find(b => b.textContent === {label:?});
+             if (!b) return false; b.click(); return true;"
+        ));
+        assert_eq!(clicked, json!(true), "no `{label}` button in {scope}");
+    }
+
+    /// The text of the status line, once it says something that is not work in progress.
+    fn status(&self) -> String {
+        self.until(
+            "a status",
+            "const s = document.getElementById('status').textContent; return s.endsWith('...') ? '' : s;",
+        )
+        .as_str()
+        .unwrap()
+        .to_owned()
+    }
+
+    fn screenshot(&self, name: &str) {
+        let Some(dir) = std::env::var_os("TURNGATE_CONSOLE_SCREENSHOTS") else {
+            return;
+        };
+        use base64::Engine as _;
+        let png = self.command(reqwest::Method::GET, "/screenshot", None);
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().unwrap())
+            .unwrap();
+        std::fs::write(
+            std::path::Path::new(&dir).join(format!("{name}.png")),
+            bytes,
+        )
+        .unwrap();
+    }
+
+    /// Whether a dialog (`alert`) is open: a script the page ran.
+    fn alert_open(&self) -> bool {
+        let value = self.command(reqwest::Method::GET, "/alert/text", None);
+        value.get("error").is_none()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self
+            .runtime
+            .block_on(self.client.delete(&self.session).send());
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// The page's own address with the start token.
+fn page_url(served: &Served) -> String {
+    format!("http://{}/?token={}", served.addr, served.token)
+}
+
+#[test]
+#[ignore = "needs Debian's chromium and chromium-driver: the README's second test command"]
+fn in_a_browser_held_writes_are_approved_denied_and_approved_by_turn() {
+    let served = Served::start();
+    let browser = Browser::start();
+    served.ws.write("notes.txt", "old\n");
+    let approved = ask_in_background(&served, "t1", "c1", "notes.txt", "new\n", 600);
+    browser.open(&page_url(&served));
+    browser.until(
+        "the held write on the page",
+        "return document.querySelector('#questions .question') !== null",
+    );
+    let shown = browser.run("return document.getElementById('questions').innerText");
+    let shown = shown.as_str().unwrap();
+    assert!(
+        shown.contains("write_file") && shown.contains("-old") && shown.contains("+new"),
+        "{shown}"
+    );
+    browser.screenshot("approvals");
+    browser.click("#questions", "Approve");
+    let said = browser.status();
+    assert!(said.starts_with("answered"), "{said}");
+    assert_eq!(served.finish(approved)["status"], "ok");
+    assert_eq!(served.ws.read("notes.txt"), "new\n");
+
+    let denied = ask_in_background(&served, "t2", "c2", "other.txt", "x\n", 600);
+    browser.until(
+        "the second question, alone",
+        "const q = document.querySelectorAll('#questions .question');
+         return q.length === 1 && q[0].textContent.includes('call c2');",
+    );
+    browser.click("#questions", "Deny");
+    let said = browser.status();
+    assert!(said.starts_with("answered"), "{said}");
+    assert_eq!(served.finish(denied)["status"], "error");
+    assert!(!served.ws.exists("other.txt"));
+
+    let first = ask_in_background(&served, "t3", "c3", "a.txt", "a\n", 600);
+    let second = ask_in_background(&served, "t3", "c4", "b.txt", "b\n", 600);
+    browser.until(
+        "a turn of two",
+        "return [...document.querySelectorAll('#questions button')].some(b => b.textContent === 'Approve all 2')",
+    );
+    browser.screenshot("approvals-turn");
+    browser.click("#questions", "Approve all 2");
+    let said = browser.status();
+    assert!(said.starts_with("answered"), "{said}");
+    assert_eq!(served.finish(first)["status"], "ok");
+    assert_eq!(served.finish(second)["status"], "ok");
+    assert_eq!(served.ws.read("a.txt"), "a\n");
+    assert_eq!(served.ws.read("b.txt"), "b\n");
+}
+
+#[test]
+#[ignore = "needs Debian's chromium and chromium-driver: the README's second test command"]
+fn in_a_browser_undo_applies_and_a_refused_undo_is_explained() {
+    let served = Served::start();
+    three_calls(&served);
+    let browser = Browser::start();
+    browser.open(&page_url(&served));
+    browser.click("nav", "Timeline");
+    browser.until(
+        "the timeline",
+        "return document.querySelectorAll('#calls .call').length === 3",
+    );
+    // Show c3's diff, then undo it (the newest call: the first Undo).
+    browser.click("#calls .call", "Show diff");
+    browser.until(
+        "the diff",
+        "return document.querySelector('#calls pre.diff') !== null",
+    );
+    browser.screenshot("timeline");
+    browser.click("#calls .call", "Undo");
+    let said = browser.status();
+    assert!(said.starts_with("undone"), "{said}");
+    assert_eq!(served.ws.read("a.txt"), "first\nsecond\n");
+    // a.txt changed by hand since c1: c1's undo is refused and the page names the file.
+    served.ws.write("a.txt", "by hand\n");
+    browser.until(
+        "the reloaded timeline",
+        "return document.querySelectorAll('#calls .call.undone').length === 1",
+    );
+    let refused = browser.run(
+        "document.getElementById('status').textContent = '';
+         const calls = [...document.querySelectorAll('#calls .call')];
+         const c1 = calls.find(c => c.textContent.includes('call c1'));
+         const b = [...c1.querySelectorAll('button')].find(b => b.textContent === 'Undo');
+         b.click(); return true;",
+    );
+    assert_eq!(refused, json!(true));
+    let said = browser.status();
+    assert!(
+        said.starts_with("undo refused")
+            && said.contains("a.txt")
+            && said.contains("changed since"),
+        "{said}"
+    );
+    browser.screenshot("timeline-refused");
+    assert_eq!(served.ws.read("a.txt"), "by hand\n");
+}
+
+#[test]
+#[ignore = "needs Debian's chromium and chromium-driver: the README's second test command"]
+fn in_a_browser_markup_in_names_and_contents_renders_as_text() {
+    let served = Served::start();
+    let name = "<img src=x onerror=alert(1)>.txt";
+    let content = "</script><script>alert(2)</script>\n<b>bold</b>\n";
+    assert_eq!(
+        served.apply(
+            "t1",
+            "c1",
+            "write_file",
+            json!({"path": name, "content": content})
+        )["ok"],
+        true
+    );
+    let waiting = ask_in_background(&served, "t2", "c2", name, "<svg onload=alert(3)>\n", 600);
+    let browser = Browser::start();
+    browser.open(&page_url(&served));
+    browser.until(
+        "the question",
+        "return document.querySelector('#questions .question') !== null",
+    );
+    browser.click("nav", "Timeline");
+    browser.until(
+        "the call",
+        "return document.querySelector('#calls .call') !== null",
+    );
+    browser.click("#calls .call", "Show diff");
+    browser.until(
+        "the diff",
+        "return document.querySelector('#calls pre.diff') !== null",
+    );
+    browser.click("nav", "Audit log");
+    browser.screenshot("markup-as-text");
+    assert!(!browser.alert_open(), "a script from the data ran");
+    let markup =
+        browser.run("return document.querySelectorAll('img, svg, b, script:not([src])').length");
+    assert_eq!(markup, json!(0), "an element was made from the data");
+    let text = browser
+        .run("return document.body.innerText + document.getElementById('questions').textContent + document.getElementById('calls').textContent")
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(text.contains(name), "the name shows as text");
+    assert!(
+        text.contains("</script><script>alert(2)</script>"),
+        "the content shows as text"
+    );
+    assert!(
+        text.contains("<svg onload=alert(3)>"),
+        "the held change shows as text"
+    );
+    let reply = served.answer(
+        &served.login(),
+        json!([{"digest": served_digest(&served), "approve": false}]),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(served.finish(waiting)["status"], "error");
+}
+
+/// The digest of the one question waiting.
+fn served_digest(served: &Served) -> String {
+    let cookie = served.login();
+    waiting(served, &cookie, 1)[0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+#[ignore = "needs Debian's chromium and chromium-driver: the README's second test command"]
+fn in_a_browser_no_token_a_rebound_host_a_foreign_page_or_no_csrf_token_is_refused() {
+    let served = Served::start();
+    three_calls(&served);
+    let browser = Browser::start();
+    // No token: the page is not served.
+    browser.open(&format!("http://{}/", served.addr));
+    let body = browser.run("return document.body.innerText");
+    assert!(body.as_str().unwrap().contains("token"), "{body}");
+    assert!(
+        browser
+            .run("return document.getElementById('calls')")
+            .is_null()
+    );
+    // A name that resolves to 127.0.0.1 (DNS rebinding): refused, token or not.
+    browser.open(&format!(
+        "http://rebound.test:{}/?token={}",
+        served.addr.port(),
+        served.token
+    ));
+    let body = browser.run("return document.body.innerText");
+    assert!(body.as_str().unwrap().contains("host"), "{body}");
+    // The page itself, logged in; a POST without the CSRF token is refused.
+    browser.open(&page_url(&served));
+    browser.until(
+        "the page",
+        "return document.getElementById('root-line').textContent !== ''",
+    );
+    let status = browser.command(
+        reqwest::Method::POST,
+        "/execute/async",
+        Some(json!({"script": "const done = arguments[arguments.length - 1];
+            fetch('/api/undo', {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                body: JSON.stringify({seq: 3})}).then(r => done(r.status));", "args": []})),
+    );
+    assert_eq!(status, json!(403));
+    // A page of another origin (another loopback port) posting to the console: refused.
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other_addr = other.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in other.incoming().take(4) {
+            let Ok(mut stream) = stream else { continue };
+            let mut buffer = [0u8; 4096];
+            let _ = stream.read(&mut buffer);
+            let page = "<!doctype html><title>elsewhere</title><p>elsewhere</p>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    browser.open(&format!("http://{other_addr}/"));
+    let foreign = browser.command(
+        reqwest::Method::POST,
+        "/execute/async",
+        Some(
+            json!({"script": format!("const done = arguments[arguments.length - 1];
+            fetch('http://{}/api/undo', {{method: 'POST', credentials: 'include', mode: 'no-cors',
+                headers: {{'Content-Type': 'text/plain'}}, body: JSON.stringify({{seq: 3}})}})
+              .then(() => done('sent'), e => done('failed: ' + e));", served.addr), "args": []}),
+        ),
+    );
+    assert!(foreign.is_string(), "{foreign}");
+    std::thread::sleep(Duration::from_millis(300));
+    let cookie = served.login();
+    let page = served.journal(&cookie, "");
+    assert!(
+        page["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["state"] == "applied"),
+        "nothing was undone: {page}"
+    );
+}
