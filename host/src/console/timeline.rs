@@ -30,27 +30,20 @@ pub(super) fn page(state: &State, query: &str) -> Response<Body> {
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(PAGE)
         .clamp(1, MAX_PAGE);
-    let entries = state.with_journal(|journal| match journal {
-        Some(journal) => journal.entries(),
-        None => Ok(Vec::new()),
+    let shown =
+        |entry: &JournalEntry| matches!(entry.state, CallState::Applied | CallState::Undone);
+    let page = state.with_journal(|journal| match journal {
+        Some(journal) => journal.newest_page(before, limit, shown).map(Some),
+        None => Ok(None),
     });
-    let entries = match entries {
-        Ok(Ok(entries)) => entries,
+    let page = match page {
+        Ok(Ok(page)) => page,
         Ok(Err(e)) | Err(e) => return failed(&e.to_string()),
     };
-    let shown: Vec<&JournalEntry> = entries
-        .iter()
-        .rev()
-        .filter(|entry| matches!(entry.state, CallState::Applied | CallState::Undone))
-        .collect();
-    let total = shown.len();
-    let mut calls = shown
-        .into_iter()
-        .filter(|entry| before.is_none_or(|before| entry.seq < before))
-        .take(limit + 1)
-        .collect::<Vec<_>>();
-    let more = calls.len() > limit;
-    calls.truncate(limit);
+    let (calls, more, total) = match page {
+        Some(page) => (page.calls, page.more, page.total),
+        None => (Vec::new(), false, 0),
+    };
     let next_before = if more {
         calls.last().map(|c| c.seq)
     } else {
@@ -59,7 +52,7 @@ pub(super) fn page(state: &State, query: &str) -> Response<Body> {
     json(
         StatusCode::OK,
         &json!({
-            "calls": calls.iter().map(|entry| entry_json(entry)).collect::<Vec<_>>(),
+            "calls": calls.iter().map(entry_json).collect::<Vec<_>>(),
             "next_before": next_before,
             "total": total,
         }),
@@ -73,11 +66,7 @@ pub(super) fn diff(state: &State, query: &str) -> Response<Body> {
     };
     let changes = state.with_journal(|journal| {
         let journal = journal?;
-        let entry = journal
-            .entries()
-            .ok()?
-            .into_iter()
-            .find(|entry| entry.seq == seq)?;
+        let entry = journal.entry(seq).ok()??;
         let mut out = Vec::new();
         let mut size = 0;
         for change in &entry.changes {

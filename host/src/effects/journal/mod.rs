@@ -182,6 +182,17 @@ impl JournalEntry {
     }
 }
 
+/// A page of the journal ([`Journal::newest_page`]).
+#[derive(Debug, Clone)]
+pub struct JournalPage {
+    /// The page's calls, newest first.
+    pub calls: Vec<JournalEntry>,
+    /// Whether older calls follow.
+    pub more: bool,
+    /// How many calls were shown in all, on every page.
+    pub total: usize,
+}
+
 /// A root's journal, opened for reading or applying.
 pub struct Journal {
     state: Dir,
@@ -287,6 +298,50 @@ impl Journal {
                 call
             })
             .collect())
+    }
+
+    /// A page of the journal, newest first: at most `limit` of the calls `shown` holds whose sequence
+    /// number is below `before` (all when `None`), each with its `damage` as [`Journal::entries`]
+    /// gives it (only the page's calls are looked at for it), whether more follow, and how many calls
+    /// `shown` holds in all. A page of a long journal costs its own calls, not the journal's.
+    pub fn newest_page(
+        &mut self,
+        before: Option<u64>,
+        limit: usize,
+        shown: impl Fn(&JournalEntry) -> bool,
+    ) -> Result<JournalPage, EffectError> {
+        self.refresh_locked()?;
+        let total = self.calls.values().filter(|call| shown(call)).count();
+        let mut calls: Vec<JournalEntry> = self
+            .calls
+            .range(..before.unwrap_or(u64::MAX))
+            .rev()
+            .map(|(_, call)| call)
+            .filter(|call| shown(call))
+            .take(limit.saturating_add(1))
+            .cloned()
+            .collect();
+        let more = calls.len() > limit;
+        calls.truncate(limit);
+        for call in &mut calls {
+            if call.damage.is_none() && call.state == CallState::Applied {
+                call.damage = undo::missing_pre_image(&self.pre, call);
+            }
+        }
+        Ok(JournalPage { calls, more, total })
+    }
+
+    /// The call with sequence number `seq`, if the journal has it (with its `damage` as
+    /// [`Journal::entries`] gives it).
+    pub fn entry(&mut self, seq: u64) -> Result<Option<JournalEntry>, EffectError> {
+        self.refresh_locked()?;
+        Ok(self.calls.get(&seq).map(|call| {
+            let mut call = call.clone();
+            if call.damage.is_none() && call.state == CallState::Applied {
+                call.damage = undo::missing_pre_image(&self.pre, &call);
+            }
+            call
+        }))
     }
 
     /// The applied call with this call ID, if the journal has one (newest first).
