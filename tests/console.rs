@@ -1348,6 +1348,12 @@ fn in_a_browser_undo_applies_and_a_refused_undo_is_explained() {
     );
     browser.screenshot("timeline-refused");
     assert_eq!(served.ws.read("a.txt"), "by hand\n");
+    browser.click("nav", "Tools");
+    browser.until(
+        "the tools",
+        "return document.querySelectorAll('#tool-list tbody tr').length > 1",
+    );
+    browser.screenshot("tools");
 }
 
 #[test]
@@ -1382,8 +1388,13 @@ fn in_a_browser_markup_in_names_and_contents_renders_as_text() {
         "the diff",
         "return document.querySelector('#calls pre.diff') !== null",
     );
-    browser.click("nav", "Audit log");
     browser.screenshot("markup-as-text");
+    browser.click("nav", "Audit log");
+    browser.until(
+        "the audit log",
+        "return document.querySelector('#records tbody tr') !== null",
+    );
+    browser.screenshot("audit-log");
     assert!(!browser.alert_open(), "a script from the data ran");
     let markup =
         browser.run("return document.querySelectorAll('img, svg, b, script:not([src])').length");
