@@ -17,7 +17,7 @@ use turngate::audit::{AuditRecord, write_jsonl};
 use turngate::console::guard::CONTENT_SECURITY_POLICY;
 use turngate::console::{Console, ConsoleOptions};
 use turngate::{
-    CallContext, DurableApprover, Effects, PendingApprovals, Policy, Root, call_audited,
+    CallContext, Cancel, DurableApprover, Effects, PendingApprovals, Policy, Root, call_audited,
 };
 
 /// A console serving a workspace, with its audit log.
@@ -717,6 +717,19 @@ fn ask_in_background(
     content: &str,
     timeout: u64,
 ) -> tokio::task::JoinHandle<Value> {
+    ask_until_cancelled(served, turn, call_id, path, content, timeout, Cancel::new())
+}
+
+/// [`ask_in_background`], the call stopped by `cancel`.
+fn ask_until_cancelled(
+    served: &Served,
+    turn: &str,
+    call_id: &str,
+    path: &str,
+    content: &str,
+    timeout: u64,
+    cancel: Cancel,
+) -> tokio::task::JoinHandle<Value> {
     let root = Root::open(served.ws.root_path()).unwrap();
     let (turn, call_id) = (turn.to_owned(), call_id.to_owned());
     let input = json!({"path": path, "content": content}).to_string();
@@ -730,6 +743,7 @@ fn ask_in_background(
         let effects = Effects::default();
         let mut context = CallContext::new(&root, &policy, &effects);
         context.approver = Some(&approver);
+        context.cancel = Some(&cancel);
         context.call_id = Some(call_id);
         context.turn = Some(turn);
         let (outcome, _) = call_audited(toolbox, &mut context, "write_file", &input).await;
@@ -959,6 +973,20 @@ fn a_question_not_answered_by_its_deadline_is_denied_and_stays_denied() {
     let again = ask_in_background(&served, "t1", "c1", "notes.txt", "x\n", 600);
     let outcome = served.finish(again);
     assert_eq!(outcome["status"], "error", "{outcome}");
+    assert!(!served.ws.exists("notes.txt"));
+}
+
+#[test]
+fn a_cancelled_call_takes_its_question_back() {
+    let served = Served::start();
+    let cookie = served.login();
+    let cancel = Cancel::new();
+    let call = ask_until_cancelled(&served, "t1", "c1", "notes.txt", "x\n", 600, cancel.clone());
+    waiting(&served, &cookie, 1);
+    cancel.cancel();
+    let outcome = served.finish(call);
+    assert_eq!(outcome["error"]["kind"], "cancelled", "{outcome}");
+    assert_eq!(waiting(&served, &cookie, 0).len(), 0, "nobody waits for it");
     assert!(!served.ws.exists("notes.txt"));
 }
 

@@ -16,6 +16,10 @@ use serde_json::{Value, json};
 /// Long enough for any answer on a loaded 2-core machine; only a hang reaches it.
 const PATIENCE: Duration = Duration::from_secs(60);
 
+/// A policy under which every tool may write anywhere, and `write_file` asks first.
+const ASKS_BEFORE_WRITES: &str =
+    "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n";
+
 /// A `turngate mcp` process spoken to over its stdin and stdout.
 struct Server {
     child: Child,
@@ -982,10 +986,7 @@ fn approval_is_asked_through_elicitation_with_the_diff_and_applies_only_on_yes()
     let root = workspace();
     std::fs::write(root.path().join("notes.txt"), "old line\n").unwrap();
     let policy_dir = tempfile::tempdir().unwrap();
-    let policy = write_policy(
-        policy_dir.path(),
-        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
-    );
+    let policy = write_policy(policy_dir.path(), ASKS_BEFORE_WRITES);
     let policy = policy.to_str().unwrap().to_owned();
     let mut server = Server::initialized(
         root.path(),
@@ -1090,10 +1091,7 @@ fn a_cancel_during_an_elicitation_wins_over_the_accept_that_follows() {
     let root = workspace();
     std::fs::write(root.path().join("notes.txt"), "old line\n").unwrap();
     let policy_dir = tempfile::tempdir().unwrap();
-    let policy = write_policy(
-        policy_dir.path(),
-        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
-    );
+    let policy = write_policy(policy_dir.path(), ASKS_BEFORE_WRITES);
     let log = policy_dir.path().join("audit.jsonl");
     let mut server = Server::initialized(
         root.path(),
@@ -1124,10 +1122,7 @@ fn a_cancel_of_an_input_required_retry_after_the_yes_applies_nothing() {
     let root = workspace();
     std::fs::write(root.path().join("notes.txt"), "old\n").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let policy = write_policy(
-        dir.path(),
-        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
-    );
+    let policy = write_policy(dir.path(), ASKS_BEFORE_WRITES);
     let log = dir.path().join("audit.jsonl");
     let held = dir.path().join("held");
     let mut command = mcp_command(root.path());
@@ -1167,10 +1162,7 @@ fn a_cancel_of_an_input_required_retry_after_the_yes_applies_nothing() {
 fn a_client_that_cannot_be_asked_is_denied_with_the_reason() {
     let root = workspace();
     let policy_dir = tempfile::tempdir().unwrap();
-    let policy = write_policy(
-        policy_dir.path(),
-        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
-    );
+    let policy = write_policy(policy_dir.path(), ASKS_BEFORE_WRITES);
     let policy = policy.to_str().unwrap().to_owned();
     let mut server = Server::initialized(root.path(), &["--policy", &policy], json!({}));
     let result = server.call("write_file", json!({"path": "notes.txt", "content": "x"}));
@@ -1441,10 +1433,7 @@ fn a_2026_client_approves_through_an_input_required_round_trip_and_only_what_it_
     let root = workspace();
     std::fs::write(root.path().join("notes.txt"), "old\n").unwrap();
     let policy_dir = tempfile::tempdir().unwrap();
-    let policy = write_policy(
-        policy_dir.path(),
-        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
-    );
+    let policy = write_policy(policy_dir.path(), ASKS_BEFORE_WRITES);
     let policy = policy.to_str().unwrap().to_owned();
     let mut server = Server::start(root.path(), &["--policy", &policy]);
     let notes = || std::fs::read_to_string(root.path().join("notes.txt")).unwrap();
@@ -1808,10 +1797,7 @@ fn a_network_tool_call_goes_through_the_same_gate_and_its_requests_are_in_the_re
 fn with_approve_in_console_a_call_waits_for_the_answer_recorded_in_the_root() {
     let root = workspace();
     let policy_dir = tempfile::tempdir().unwrap();
-    let policy = write_policy(
-        policy_dir.path(),
-        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
-    );
+    let policy = write_policy(policy_dir.path(), ASKS_BEFORE_WRITES);
     let policy = policy.to_str().unwrap().to_owned();
     let mut server = Server::initialized(
         root.path(),

@@ -15,7 +15,7 @@ use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use support::row;
+use support::{row, samples};
 use turngate::console::{Console, ConsoleOptions};
 use turngate::effects::journal::Retention;
 use turngate::{
@@ -42,19 +42,6 @@ fn get(addr: SocketAddr, path: &str) -> usize {
     stream.read_to_end(&mut answer).unwrap();
     assert!(answer.starts_with(b"HTTP/1.1 200"), "{path}");
     answer.len()
-}
-
-fn samples(count: usize, mut f: impl FnMut()) -> Vec<Duration> {
-    for _ in 0..count.clamp(1, 20) {
-        f();
-    }
-    (0..count)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .collect()
 }
 
 fn asking_policy() -> Policy {

@@ -27,7 +27,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{native_durable_write, row, write_turn};
+use support::{native_durable_write, row, samples, write_turn};
 use turngate::providers::TurnDecoder;
 use turngate::{CacheSetting, Policy, Provider, Root, Toolbox, TurnOptions, process_turn};
 
@@ -53,19 +53,6 @@ fn workdir() -> tempfile::TempDir {
 /// Whether the rows named `name` run (`EFFECTS_ROWS`, all when unset).
 fn runs(name: &str) -> bool {
     std::env::var("EFFECTS_ROWS").map_or(true, |rows| rows.split(',').any(|row| row == name))
-}
-
-fn samples(count: usize, mut f: impl FnMut()) -> Vec<Duration> {
-    for _ in 0..count.clamp(1, 20) {
-        f();
-    }
-    (0..count)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .collect()
 }
 
 /// The native loop's time for one turn's files, in a new directory.

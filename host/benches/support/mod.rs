@@ -41,6 +41,20 @@ pub fn measure(samples: usize, mut f: impl FnMut()) -> Duration {
     )
 }
 
+/// Runs `f` a few times to warm up, then `count` times, and returns every duration.
+pub fn samples(count: usize, mut f: impl FnMut()) -> Vec<Duration> {
+    for _ in 0..count.clamp(1, 20) {
+        f();
+    }
+    (0..count)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect()
+}
+
 /// Prints one Markdown table row: `name`, its median and p90, the baseline's name, median and p90, and
 /// the ratio of the medians.
 pub fn row(name: &str, ours: &[Duration], baseline_name: &str, baseline: &[Duration]) {

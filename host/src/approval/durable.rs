@@ -7,7 +7,8 @@
 //! asked dies, its question stays: the same call asked again (the turn run again: the same call ID,
 //! input and staged changes, so the same digest) finds the answer given meanwhile, and a yes is taken
 //! once ([`PendingApprovals::take_yes`]). A question not answered by its deadline (the policy's
-//! `approval_timeout_seconds`, counted from its first ask) is denied, and the denial recorded.
+//! `approval_timeout_seconds`, counted from its first ask) is denied, and the denial recorded. A wait
+//! that ends otherwise (the call cancelled) takes its question back.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,7 +75,12 @@ impl DurableApprover {
             turn: request.turn.map(str::to_owned),
             request: shown,
         };
-        let mut asked: Option<PendingApproval> = None;
+        // However the wait ends here (answered, denied, failed, or dropped by a cancel), nobody waits
+        // for the question any more; a process that dies leaves it, for the same call run again.
+        let _take_back = TakeBack {
+            approvals: &self.approvals,
+            digest,
+        };
         loop {
             let woken = self.answered.notified();
             if let Some(answer) = self.approvals.answer_of(&digest)? {
@@ -86,10 +92,8 @@ impl DurableApprover {
                     }
                 };
             }
-            let standing = match &asked {
-                Some(standing) => standing,
-                None => asked.insert(self.approvals.ask(&question)?),
-            };
+            // Asked again each time: another process asking the same may have taken it back.
+            let standing = self.approvals.ask(&question)?;
             if now_ms() > standing.deadline_ms {
                 let answer = self.approvals.expire(&digest)?;
                 return match answer.approved {
@@ -102,6 +106,19 @@ impl DurableApprover {
             }
             let _ = tokio::time::timeout(Self::LOOK_EVERY, woken).await;
         }
+    }
+}
+
+/// Takes the question `digest` back when dropped.
+struct TakeBack<'a> {
+    approvals: &'a PendingApprovals,
+    digest: Sha256Digest,
+}
+
+impl Drop for TakeBack<'_> {
+    fn drop(&mut self) {
+        // Best effort: a question left behind is denied at its deadline.
+        let _ = self.approvals.withdraw(&self.digest);
     }
 }
 
