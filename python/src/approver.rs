@@ -1,13 +1,60 @@
 //! A Python callable as the library's [`Approver`]: it receives the request as a dict (the change set
 //! with its diff) and answers `True` to let the call apply. Anything else denies: `False`, a value that is
 //! not a bool, or an exception (reported through `sys.unraisablehook`). The `turngate` package turns an
-//! async approver into such a callable.
+//! async approver into such a callable. `"console"` instead asks through the root's recorded approvals
+//! (`turngate console`, or `Toolbox.answer_approval`), as the CLI's `--approve-in console` does.
 
 use pyo3::prelude::*;
-use pyo3::types::PyBool;
-use turngate::{ApprovalFuture, ApprovalRequest, Approver};
+use pyo3::types::{PyBool, PyString};
+use turngate::{
+    ApprovalFuture, ApprovalRequest, Approver, DurableApprover, PendingApprovals, Policy, Root,
+};
 
 use crate::convert::to_python;
+use crate::errors::UsageError;
+
+/// The approver a call was given: a callable, or `"console"`.
+pub enum PackageApprover {
+    /// Calls back into Python.
+    Callback(PyApprover),
+    /// Asks through the root's recorded approvals.
+    Recorded(DurableApprover),
+}
+
+impl PackageApprover {
+    /// `approver` as given to `call` or `process_turn`, on `root` under `policy`.
+    pub fn from_python(
+        py: Python<'_>,
+        approver: Py<PyAny>,
+        root: &Root,
+        policy: &Policy,
+    ) -> PyResult<PackageApprover> {
+        let Ok(text) = approver.bind(py).cast::<PyString>() else {
+            return Ok(PackageApprover::Callback(PyApprover(approver)));
+        };
+        if text.to_str()? != "console" {
+            return Err(UsageError::new_err(format!(
+                "approver={:?}: give a callable, or \"console\" to ask through turngate console",
+                text.to_str()?
+            )));
+        }
+        let approvals =
+            PendingApprovals::open(root).map_err(|e| UsageError::new_err(e.to_string()))?;
+        Ok(PackageApprover::Recorded(DurableApprover::new(
+            approvals,
+            policy.approval_timeout(),
+        )))
+    }
+}
+
+impl Approver for PackageApprover {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        match self {
+            PackageApprover::Callback(callback) => callback.approve(request),
+            PackageApprover::Recorded(recorded) => recorded.approve(request),
+        }
+    }
+}
 
 /// An approver calling back into Python.
 pub struct PyApprover(pub Py<PyAny>);

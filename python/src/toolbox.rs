@@ -9,14 +9,15 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use serde_json::Value;
+use turngate::digest::Sha256Digest;
 use turngate::effects::journal::{CallState, UndoError as LibUndoError};
 use turngate::live::request::tool_definitions;
 use turngate::{
-    CacheSetting, CallContext, Cancel, Effects, Journal, Limits, Policy, Retention, Root, Toolbox,
-    TurnHooks, TurnOptions, TurnStatus, UndoTarget, process_turn_with,
+    CacheSetting, CallContext, Cancel, Effects, Journal, Limits, PendingApprovals, Policy,
+    Retention, Root, Toolbox, TurnHooks, TurnOptions, TurnStatus, UndoTarget, process_turn_with,
 };
 
-use crate::approver::PyApprover;
+use crate::approver::PackageApprover;
 use crate::convert::{json_text, to_python};
 use crate::decoder::{PyTurn, parse_provider};
 use crate::errors::{
@@ -173,7 +174,9 @@ impl PyToolbox {
         cancel: Option<PyRef<'py, PyCancel>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let input = json_text(input)?;
-        let approver = approver.map(PyApprover);
+        let approver = approver
+            .map(|a| PackageApprover::from_python(py, a, &self.root, &self.policy))
+            .transpose()?;
         let cancel = cancel.map(|c| c.0.clone());
         let outcome = detached(py, || {
             let mut context = CallContext::new(&self.root, &self.policy, &self.effects);
@@ -204,7 +207,9 @@ impl PyToolbox {
         cancel: Option<PyRef<'py, PyCancel>>,
         audit: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let approver = approver.map(PyApprover);
+        let approver = approver
+            .map(|a| PackageApprover::from_python(py, a, &self.root, &self.policy))
+            .transpose()?;
         let cancel = cancel.map(|c| c.0.clone());
         let turn = turn.turn.clone();
         let report = detached(py, || {
@@ -233,6 +238,42 @@ impl PyToolbox {
             return Err(error);
         }
         Ok(value)
+    }
+
+    /// The questions waiting in the root (asked with `approver="console"` here, or by `turngate
+    /// run --approve-in console` and the other surfaces), oldest first: `{"digest", "asked_ms",
+    /// "deadline_ms", "turn", "request"}` each.
+    fn waiting_approvals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let waiting = match PendingApprovals::open_existing(&self.root) {
+            Ok(Some(approvals)) => approvals.waiting(),
+            Ok(None) => Ok(Default::default()),
+            Err(e) => Err(e),
+        }
+        .map_err(|e| UsageError::new_err(e.to_string()))?;
+        to_python(py, &serde_json::json!(waiting.questions))
+    }
+
+    /// Answers the question `digest` (`sha256:...`, as `waiting_approvals` gives it): the first
+    /// answer stands. Raises `UsageError` when no such question waits (answered already, past its
+    /// deadline, never asked).
+    fn answer_approval<'py>(
+        &self,
+        py: Python<'py>,
+        digest: &str,
+        approve: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let digest: Sha256Digest = digest
+            .parse()
+            .map_err(|e: turngate::digest::DigestError| UsageError::new_err(e.to_string()))?;
+        let approvals = PendingApprovals::open_existing(&self.root)
+            .map_err(|e| UsageError::new_err(e.to_string()))?
+            .ok_or_else(|| {
+                UsageError::new_err(format!("no approval is waiting with digest {digest}"))
+            })?;
+        let answer = approvals
+            .answer(&digest, approve)
+            .map_err(|e| UsageError::new_err(e.to_string()))?;
+        to_python(py, &serde_json::json!(answer))
     }
 
     /// The root's journal, oldest first: `{"seq", "call_id", "turn", "tool", "time_ms", "state",

@@ -3,6 +3,8 @@ lets the call apply."""
 
 import asyncio
 import logging
+import threading
+import time
 
 import pytest
 import turngate
@@ -183,3 +185,39 @@ def test_a_cancel_set_by_the_approver_of_one_call_wins_over_its_yes(root, asynch
     assert (outcome["error"]["stage"], outcome["error"]["kind"]) == ("approval", "cancelled")
     assert (root / "notes.txt").read_text() == ORIGINAL
     assert toolbox.journal() == []
+
+
+def test_a_console_approver_waits_for_the_answer_recorded_in_the_root(root):
+    """``approver="console"``: the question is recorded in the root (as ``--approve-in console``
+    records it), the call waits, and the answer given by digest, here from another thread as the
+    console or a platform's own page would, lets it apply."""
+    toolbox = turngate.Toolbox(root, policy=ASK)
+    outcome = {}
+    call = threading.Thread(
+        target=lambda: outcome.update(
+            toolbox.call("write_file", {"path": "notes.txt", "content": "x"}, approver="console")
+        )
+    )
+    call.start()
+    deadline = time.monotonic() + 60
+    while not (waiting := toolbox.waiting_approvals()):
+        assert time.monotonic() < deadline, "no question was recorded"
+        time.sleep(0.02)
+    [question] = waiting
+    assert question["request"]["tool"] == "write_file"
+    assert question["digest"].startswith("sha256:")
+    assert (root / "notes.txt").read_text() == ORIGINAL
+    answer = toolbox.answer_approval(question["digest"], True)
+    assert answer["approved"] is True
+    call.join(60)
+    assert outcome["status"] == "ok", outcome
+    assert (root / "notes.txt").read_text() == "x"
+    assert toolbox.waiting_approvals() == []
+    with pytest.raises(turngate.UsageError):
+        toolbox.answer_approval(question["digest"], False)
+
+
+def test_an_approver_that_is_a_string_other_than_console_is_a_usage_error(root):
+    toolbox = turngate.Toolbox(root, policy=ASK)
+    with pytest.raises(turngate.UsageError, match="console"):
+        toolbox.call("write_file", {"path": "notes.txt", "content": "x"}, approver="terminal")

@@ -320,10 +320,24 @@ def _decided(
     return answer is True
 
 
-def _blocking_approver(approver: Approver | None) -> Callable[[ApprovalRequest], bool] | None:
-    """The approver as the library calls it, from a thread with no event loop of its own."""
+def _recorded(approver: str) -> Literal["console"]:
+    """``"console"`` (the root's recorded approvals); any other string is a usage error."""
+    if approver != "console":
+        raise UsageError(
+            f"approver={approver!r}: give a callable, or \"console\" to ask through turngate console"
+        )
+    return "console"
+
+
+def _blocking_approver(
+    approver: Approver | Literal["console"] | None,
+) -> Callable[[ApprovalRequest], bool] | Literal["console"] | None:
+    """The approver as the library calls it, from a thread with no event loop of its own
+    (``"console"`` is the library's own: the root's recorded approvals)."""
     if approver is None:
         return None
+    if isinstance(approver, str):
+        return _recorded(approver)
     given = approver
 
     def ask(request: ApprovalRequest) -> bool:
@@ -366,10 +380,14 @@ class _Questions:
             for question in self._open:
                 question.cancel()
 
-    def approver(self, approver: Approver | None) -> Callable[[ApprovalRequest], bool] | None:
+    def approver(
+        self, approver: Approver | Literal["console"] | None
+    ) -> Callable[[ApprovalRequest], bool] | Literal["console"] | None:
         """The approver as the library calls it from the worker thread."""
         if approver is None:
             return None
+        if isinstance(approver, str):
+            return _recorded(approver)
         given = approver
         return lambda request: _decided(given, request, self.wait)
 
@@ -472,7 +490,7 @@ class Toolbox:
         tool: str,
         input: str | Mapping[str, Any],
         *,
-        approver: Approver | None = None,
+        approver: Approver | Literal["console"] | None = None,
         review: bool = False,
         call_id: str | None = None,
         turn_id: str | None = None,
@@ -498,7 +516,7 @@ class Toolbox:
         tool: str,
         input: str | Mapping[str, Any],
         *,
-        approver: Approver | None = None,
+        approver: Approver | Literal["console"] | None = None,
         review: bool = False,
         call_id: str | None = None,
         turn_id: str | None = None,
@@ -530,7 +548,7 @@ class Toolbox:
         self,
         turn: Turn,
         *,
-        approver: Approver | None = None,
+        approver: Approver | Literal["console"] | None = None,
         review: bool = False,
         turn_id: str | None = None,
         cancel: Cancel | None = None,
@@ -556,7 +574,7 @@ class Toolbox:
         provider: Provider,
         body: Body,
         *,
-        approver: Approver | None = None,
+        approver: Approver | Literal["console"] | None = None,
         review: bool = False,
         turn_id: str | None = None,
         cancel: Cancel | None = None,
@@ -590,7 +608,7 @@ class Toolbox:
         self,
         turn: Turn,
         *,
-        approver: Approver | None = None,
+        approver: Approver | Literal["console"] | None = None,
         review: bool = False,
         turn_id: str | None = None,
         cancel: Cancel | None = None,
@@ -623,7 +641,7 @@ class Toolbox:
         provider: Provider,
         body: AsyncBody,
         *,
-        approver: Approver | None = None,
+        approver: Approver | Literal["console"] | None = None,
         review: bool = False,
         turn_id: str | None = None,
         cancel: Cancel | None = None,
@@ -648,6 +666,21 @@ class Toolbox:
             cancel=cancel,
             audit=audit,
         )
+
+    # --- recorded approvals ------------------------------------------------------------------------
+
+    def waiting_approvals(self) -> list[dict[str, Any]]:
+        """The questions waiting in the root, oldest first: those asked with ``approver="console"``
+        (here or in another process), or by ``turngate run --approve-in console`` and the other
+        surfaces. Each is ``{"digest", "asked_ms", "deadline_ms", "turn", "request"}``, ``request``
+        being what an approver is asked (an ``ApprovalRequest``)."""
+        return self._inner.waiting_approvals()
+
+    def answer_approval(self, digest: str, approve: bool) -> dict[str, Any]:
+        """Answers the question ``digest`` (``sha256:...``, from ``waiting_approvals``): it applies
+        only to exactly that request, the first answer stands, and a question past its deadline is
+        denied. Raises ``UsageError`` when no such question waits."""
+        return self._inner.answer_approval(digest, approve)
 
     # --- the journal ------------------------------------------------------------------------------
 

@@ -76,7 +76,7 @@ class Toolbox:
         tool: str,
         input: str | Mapping[str, Any],
         *,
-        approver: Callable[[Any], bool] | None = None,  # gets a turngate.ApprovalRequest
+        approver: Callable[[Any], bool] | Literal["console"] | None = None,  # gets a turngate.ApprovalRequest
         review: bool = False,
         call_id: str | None = None,
         turn_id: str | None = None,
@@ -86,12 +86,14 @@ class Toolbox:
         self,
         turn: Turn,
         *,
-        approver: Callable[[Any], bool] | None = None,  # gets a turngate.ApprovalRequest
+        approver: Callable[[Any], bool] | Literal["console"] | None = None,  # gets a turngate.ApprovalRequest
         review: bool = False,
         turn_id: str | None = None,
         cancel: Cancel | None = None,
         audit: bool = False,
     ) -> dict[str, Any]: ...
+    def waiting_approvals(self) -> list[dict[str, Any]]: ...
+    def answer_approval(self, digest: str, approve: bool) -> dict[str, Any]: ...
     def journal(self) -> list[dict[str, Any]]: ...
     def undo(
         self, *, last: bool = False, call: str | None = None, turn: str | None = None
