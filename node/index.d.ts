@@ -117,8 +117,37 @@ export type ApprovalRequest = {
  * Only `true` lets the call apply; anything else, or a throw, denies it.
  */
 export type Approver = (request: ApprovalRequest) => boolean | Promise<boolean>;
+/**
+ * A question recorded in the root, waiting for its answer.
+ */
+export type PendingApproval = {
+    /**
+     * `sha256:...` of exactly what is shown.
+     */
+    digest: string;
+    asked_ms: number;
+    /**
+     * Denied after it.
+     */
+    deadline_ms: number;
+    turn: string | null;
+    request: ApprovalRequest;
+};
+/**
+ * An answer recorded in the root.
+ */
+export type ApprovalAnswer = {
+    digest: string;
+    approved: boolean;
+    by: "user" | "deadline";
+    answered_ms: number;
+};
 export type CallOptions = {
-    approver?: Approver | undefined;
+    /**
+     * A function, or `'console'`: the question is recorded in
+     * the root and answered from `turngate console` (or `answerApproval`), surviving this process.
+     */
+    approver?: Approver | "console" | undefined;
     /**
      * Ask the approver with the call's change set and diff before applying.
      */
@@ -151,7 +180,10 @@ export type DecodeOptions = {
     onText?: ((text: string) => void) | undefined;
 };
 export type TurnOptions = {
-    approver?: Approver | undefined;
+    /**
+     * A function, or `'console'` (see `CallOptions`).
+     */
+    approver?: Approver | "console" | undefined;
     /**
      * Ask the approver with each call's change set and diff before applying.
      */
@@ -363,6 +395,21 @@ export class Toolbox {
      * @returns {Promise<TurnReport>}
      */
     runTurn(provider: Provider, body: Body, options?: DecodeOptions & TurnOptions): Promise<TurnReport>;
+    /**
+     * The questions waiting in the root, oldest first: those asked with `approver: 'console'` (here or
+     * in another process), or by `turngate run --approve-in console` and the other surfaces.
+     * @returns {PendingApproval[]}
+     */
+    waitingApprovals(): PendingApproval[];
+    /**
+     * Answers the question `digest` (`sha256:...`, from `waitingApprovals`): it applies only to exactly
+     * that request, the first answer stands, and a question past its deadline is denied. Throws
+     * `UsageError` when no such question waits.
+     * @param {string} digest
+     * @param {boolean} approve
+     * @returns {ApprovalAnswer}
+     */
+    answerApproval(digest: string, approve: boolean): ApprovalAnswer;
     /**
      * The root's journal, oldest first: one entry per applied (or undone) call.
      * @returns {Promise<JournalEntry[]>}

@@ -101,13 +101,16 @@ function nativeSync(work) {
 }
 
 /**
- * The user's approver as the addon calls it: JSON text in, a promise of exactly `true` to approve.
- * @param {Approver | undefined} approver
+ * The user's approver as the addon calls it: JSON text in, a promise of exactly `true` to approve
+ * (`"console"` is the addon's own: see `nativeOptions`).
+ * @param {Approver | 'console' | undefined} approver
  * @returns {((request: string) => Promise<boolean>) | undefined}
  */
 function bridged(approver) {
-  if (approver === undefined || approver === null) return undefined;
-  if (typeof approver !== 'function') throw new UsageError('approver must be a function');
+  if (approver === undefined || approver === null || approver === 'console') return undefined;
+  if (typeof approver !== 'function') {
+    throw new UsageError('approver must be a function, or "console" to ask through turngate console');
+  }
   return async (request) => {
     try {
       return (await approver(JSON.parse(request))) === true;
@@ -116,6 +119,17 @@ function bridged(approver) {
       return false;
     }
   };
+}
+
+/**
+ * A call's or a turn's options as the addon reads them: `approver: "console"` asks through the root's
+ * recorded approvals (`recordedApprovals`), as `turngate run --approve-in console` does.
+ * @param {Approver | 'console' | undefined} approver
+ * @param {Record<string, unknown>} rest
+ * @returns {string}
+ */
+function nativeOptions(approver, rest) {
+  return JSON.stringify(approver === 'console' ? { ...rest, recordedApprovals: true } : rest);
 }
 
 /**
@@ -342,7 +356,7 @@ class Toolbox {
     const { cancel, done } = cancellation(signal);
     try {
       const answer = await native_(() =>
-        this.#native.call(String(tool), text, JSON.stringify(rest), bridged(approver), cancel),
+        this.#native.call(String(tool), text, nativeOptions(approver, rest), bridged(approver), cancel),
       );
       return JSON.parse(answer);
     } finally {
@@ -365,7 +379,12 @@ class Toolbox {
     const { cancel, done } = cancellation(signal);
     try {
       const answer = await native_(() =>
-        this.#native.processTurn(nativeTurnOf(turn), JSON.stringify(rest), bridged(approver), cancel),
+        this.#native.processTurn(
+          nativeTurnOf(turn),
+          nativeOptions(approver, rest),
+          bridged(approver),
+          cancel,
+        ),
       );
       return JSON.parse(answer);
     } finally {
@@ -389,6 +408,27 @@ class Toolbox {
     const report = await this.processTurn(turn, rest);
     if (turn.readError !== undefined) report.read_error = turn.readError;
     return report;
+  }
+
+  /**
+   * The questions waiting in the root, oldest first: those asked with `approver: 'console'` (here or
+   * in another process), or by `turngate run --approve-in console` and the other surfaces.
+   * @returns {PendingApproval[]}
+   */
+  waitingApprovals() {
+    return JSON.parse(nativeSync(() => this.#native.waitingApprovals()));
+  }
+
+  /**
+   * Answers the question `digest` (`sha256:...`, from `waitingApprovals`): it applies only to exactly
+   * that request, the first answer stands, and a question past its deadline is denied. Throws
+   * `UsageError` when no such question waits.
+   * @param {string} digest
+   * @param {boolean} approve
+   * @returns {ApprovalAnswer}
+   */
+  answerApproval(digest, approve) {
+    return JSON.parse(nativeSync(() => this.#native.answerApproval(String(digest), approve === true)));
   }
 
   /**
@@ -530,8 +570,28 @@ exports._testing = {
  */
 
 /**
+ * A question recorded in the root, waiting for its answer.
+ * @typedef {object} PendingApproval
+ * @property {string} digest `sha256:...` of exactly what is shown.
+ * @property {number} asked_ms
+ * @property {number} deadline_ms Denied after it.
+ * @property {string | null} turn
+ * @property {ApprovalRequest} request
+ */
+
+/**
+ * An answer recorded in the root.
+ * @typedef {object} ApprovalAnswer
+ * @property {string} digest
+ * @property {boolean} approved
+ * @property {'user' | 'deadline'} by
+ * @property {number} answered_ms
+ */
+
+/**
  * @typedef {object} CallOptions
- * @property {Approver} [approver]
+ * @property {Approver | 'console'} [approver] A function, or `'console'`: the question is recorded in
+ *   the root and answered from `turngate console` (or `answerApproval`), surviving this process.
  * @property {boolean} [review] Ask the approver with the call's change set and diff before applying.
  * @property {string} [callId] The call's ID in the journal.
  * @property {string} [turnId] The turn's ID in the journal.
@@ -547,7 +607,7 @@ exports._testing = {
 
 /**
  * @typedef {object} TurnOptions
- * @property {Approver} [approver]
+ * @property {Approver | 'console'} [approver] A function, or `'console'` (see `CallOptions`).
  * @property {boolean} [review] Ask the approver with each call's change set and diff before applying.
  * @property {string} [turnId] The turn's ID in the journal.
  * @property {boolean} [audit] Add the audit records to the report.

@@ -38,6 +38,16 @@ export declare class NativeToolbox {
   /** The tools as the provider's request expects them, as JSON text. */
   toolDefinitions(provider: string): string
   /**
+   * The questions waiting in the root, oldest first, as JSON text: `[{"digest", "asked_ms",
+   * "deadline_ms", "turn", "request"}]`.
+   */
+  waitingApprovals(): string
+  /**
+   * Answers the question `digest` (`sha256:...`); the first answer stands. A usage error when no
+   * such question waits. Answers the answer as JSON text.
+   */
+  answerApproval(digest: string, approve: boolean): string
+  /**
    * Runs one call as `turngate call` does (options as JSON text: `review`, `callId`, `turnId`);
    * answers the outcome as JSON text: itself when the call finished within a moment and its tool's
    * last call did too (without an approver), else a promise of it ([`answer_or_promise`]).

@@ -18,7 +18,7 @@
 //! The packages and release step, not the test command: the package builds and their test dependencies
 //! from PyPI and npm take minutes, so these tests are `#[ignore]`d in `cargo test --workspace` and run by
 //! `.ci/run` after it, with the Python and Node packages' own suites, as
-//! `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored` (the README names both
+//! `cargo test -p turngate --test python --test node --test install --test platforms --test console -- --ignored` (the README names both
 //! commands).
 //!
 //! The artifacts these tests hold to their names and formats are Linux's (a manylinux wheel with an ELF
@@ -260,7 +260,7 @@ fn python3() -> PathBuf {
 // Linux only: the wheel is manylinux.
 #[cfg(target_os = "linux")]
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms --test console -- --ignored`"]
 fn the_wheel_installs_with_pip_into_a_fresh_venv_and_the_python_examples_run_without_rust() {
     let wheel = wheel();
     let home = scratch("python");
@@ -316,7 +316,7 @@ fn the_wheel_installs_with_pip_into_a_fresh_venv_and_the_python_examples_run_wit
 /// same on every run (pip builds an unpacked sdist in place, as it does the one it unpacks itself), so
 /// reruns do not leave a new copy of those crates in the target folder each time.
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms --test console -- --ignored`"]
 fn the_sdist_builds_with_pip_where_rust_is_and_the_python_examples_run() {
     let sdist = artifact("turngate-", ".tar.gz");
     let home = scratch("python-sdist");
@@ -375,7 +375,7 @@ fn the_sdist_builds_with_pip_where_rust_is_and_the_python_examples_run() {
 // Linux only: the wheel is manylinux, and macOS is one of the other platforms it is refused on.
 #[cfg(target_os = "linux")]
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms --test console -- --ignored`"]
 fn pip_refuses_the_wheel_on_another_platform_or_python_naming_it() {
     let wheel = wheel();
     let home = scratch("python-platforms");
@@ -415,7 +415,7 @@ fn pip_refuses_the_wheel_on_another_platform_or_python_naming_it() {
 // Linux only: the extension module is ELF, and the message names Linux.
 #[cfg(target_os = "linux")]
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms --test console -- --ignored`"]
 fn an_extension_module_that_does_not_load_is_an_import_error_naming_the_platform() {
     let wheel = wheel();
     let home = scratch("python-unloadable");
@@ -490,7 +490,7 @@ fn node_dir() -> PathBuf {
 // Linux only: the platform package is `turngate-linux-<cpu>-gnu`.
 #[cfg(target_os = "linux")]
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms --test console -- --ignored`"]
 fn the_npm_packages_install_into_a_fresh_folder_and_the_node_example_runs_without_rust() {
     let main = artifact("turngate-0", ".tgz");
     let platform = artifact(&format!("turngate-linux-{}-gnu-", node_cpu()), ".tgz");
@@ -596,7 +596,7 @@ fn node_cpu() -> &'static str {
 // Linux only: the packages and the message are `linux-<cpu>-gnu`'s.
 #[cfg(target_os = "linux")]
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms --test console -- --ignored`"]
 fn the_npm_packages_say_which_platform_is_missing_when_none_fits() {
     let main = artifact("turngate-0", ".tgz");
     let home = scratch("node-platforms");
@@ -655,7 +655,7 @@ fn the_npm_packages_say_which_platform_is_missing_when_none_fits() {
 // Linux only: the CLI is `unknown-linux-gnu`'s.
 #[cfg(target_os = "linux")]
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms --test console -- --ignored`"]
 fn the_cli_runs_the_demo_from_a_folder_outside_the_checkout() {
     let binary = artifact("turngate-0", "-unknown-linux-gnu");
     let home = scratch("cli");
@@ -683,7 +683,7 @@ fn the_cli_runs_the_demo_from_a_folder_outside_the_checkout() {
 // Linux only: GNU `sha256sum --check`, and the manylinux wheel.
 #[cfg(target_os = "linux")]
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms --test console -- --ignored`"]
 fn a_tampered_artifact_fails_its_sha256sums_check() {
     let copy = scratch("sums");
     for entry in std::fs::read_dir(dist()).unwrap() {

@@ -45,7 +45,7 @@ fn build_addon(dest: &Path, type_defs: &Path) -> PathBuf {
 }
 
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms --test console -- --ignored`"]
 fn node_package_tests_pass() {
     let dest = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("node-tests");
     let type_defs = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("node-type-defs");

@@ -61,7 +61,7 @@ fn shown(path: &Path) -> String {
 }
 
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms --test console -- --ignored`"]
 fn everything_compiles_for_apple_silicon() {
     run(
         as_from_a_shell(&mut Command::new(repo().join("release/check-macos")))

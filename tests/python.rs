@@ -20,7 +20,7 @@ use std::process::Command;
 use binding_support::{as_from_a_shell, repo, run};
 
 #[test]
-#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms -- --ignored`"]
+#[ignore = "the packages and release step: `.ci/run` runs it, `cargo test -p turngate --test python --test node --test install --test platforms --test console -- --ignored`"]
 fn python_package_tests_pass() {
     let dest = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("python-tests");
     run(

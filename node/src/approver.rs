@@ -1,11 +1,17 @@
 //! A JavaScript function as the library's [`Approver`]: it receives the request as JSON text (the
 //! change set with its diff) and its promise answers `true` to let the call apply. Anything else denies:
 //! `false`, a rejection, or a function that could not be called. `index.js` wraps the user's (async)
-//! approver so that it parses the request and never throws.
+//! approver so that it parses the request and never throws. `approver: "console"` instead asks through
+//! the root's recorded approvals (the options' `"recordedApprovals": true`), as the CLI's
+//! `--approve-in console` does.
 
 use napi::bindgen_prelude::Promise;
 use napi::threadsafe_function::ThreadsafeFunction;
-use turngate::{ApprovalFuture, ApprovalRequest, Approver};
+use turngate::{
+    ApprovalFuture, ApprovalRequest, Approver, DurableApprover, PendingApprovals, Policy, Root,
+};
+
+use crate::errors::{Class, error};
 
 /// The JavaScript approver, callable from the runtime's threads. The `#[napi]` signatures that take one
 /// spell the type out: napi's type generator does not see through an alias.
@@ -23,5 +29,50 @@ impl Approver for NodeApprover {
                 Err(_) => false,
             }
         })
+    }
+}
+
+/// The approver a call was given: a JavaScript function, or the root's recorded approvals.
+pub enum PackageApprover {
+    /// Calls back into JavaScript.
+    Callback(NodeApprover),
+    /// Asks through the root's recorded approvals.
+    Recorded(DurableApprover),
+}
+
+impl PackageApprover {
+    /// The approver of a call: `function` when one was given, the recorded approvals of `root` when
+    /// `recorded`, else none.
+    pub fn of(
+        function: Option<JsApprover>,
+        recorded: bool,
+        root: &Root,
+        policy: &Policy,
+    ) -> napi::Result<Option<PackageApprover>> {
+        match (function, recorded) {
+            (Some(_), true) => Err(error(
+                Class::Usage,
+                "give an approver function or \"console\", not both",
+            )),
+            (Some(function), false) => Ok(Some(PackageApprover::Callback(NodeApprover(function)))),
+            (None, true) => {
+                let approvals =
+                    PendingApprovals::open(root).map_err(|e| error(Class::Usage, e.to_string()))?;
+                Ok(Some(PackageApprover::Recorded(DurableApprover::new(
+                    approvals,
+                    policy.approval_timeout(),
+                ))))
+            }
+            (None, false) => Ok(None),
+        }
+    }
+}
+
+impl Approver for PackageApprover {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        match self {
+            PackageApprover::Callback(callback) => callback.approve(request),
+            PackageApprover::Recorded(recorded) => recorded.approve(request),
+        }
     }
 }

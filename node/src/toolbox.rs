@@ -12,15 +12,16 @@ use napi::bindgen_prelude::{Either, Promise, PromiseRaw};
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 use serde_json::Value;
+use turngate::digest::Sha256Digest;
 use turngate::effects::journal::{CallState, UndoError as LibUndoError};
 use turngate::live::request::tool_definitions;
 use turngate::threads::LINGER;
 use turngate::{
-    CacheSetting, CallContext, Cancel, Effects, Journal, Limits, Policy, Retention, Root, Toolbox,
-    TurnHooks, TurnOptions, TurnStatus, UndoTarget, process_turn_with,
+    CacheSetting, CallContext, Cancel, Effects, Journal, Limits, PendingApprovals, Policy,
+    Retention, Root, Toolbox, TurnHooks, TurnOptions, TurnStatus, UndoTarget, process_turn_with,
 };
 
-use crate::approver::NodeApprover;
+use crate::approver::PackageApprover;
 use crate::decoder::{NativeTurn, parse_provider};
 use crate::errors::{Class, error, error_with};
 use crate::running::{answer_or_promise, promise_of};
@@ -211,6 +212,40 @@ impl NativeToolbox {
         Ok(tool_definitions(parse_provider(&provider)?, &self.0.toolbox).to_string())
     }
 
+    /// The questions waiting in the root, oldest first, as JSON text: `[{"digest", "asked_ms",
+    /// "deadline_ms", "turn", "request"}]`.
+    #[napi]
+    pub fn waiting_approvals(&self) -> napi::Result<String> {
+        let waiting = match PendingApprovals::open_existing(&self.0.root) {
+            Ok(Some(approvals)) => approvals.waiting(),
+            Ok(None) => Ok(Default::default()),
+            Err(e) => Err(e),
+        }
+        .map_err(|e| error(Class::Usage, e.to_string()))?;
+        Ok(serde_json::json!(waiting.questions).to_string())
+    }
+
+    /// Answers the question `digest` (`sha256:...`); the first answer stands. A usage error when no
+    /// such question waits. Answers the answer as JSON text.
+    #[napi]
+    pub fn answer_approval(&self, digest: String, approve: bool) -> napi::Result<String> {
+        let digest: Sha256Digest = digest
+            .parse()
+            .map_err(|e: turngate::digest::DigestError| error(Class::Usage, e.to_string()))?;
+        let approvals = PendingApprovals::open_existing(&self.0.root)
+            .map_err(|e| error(Class::Usage, e.to_string()))?
+            .ok_or_else(|| {
+                error(
+                    Class::Usage,
+                    format!("no approval is waiting with digest {digest}"),
+                )
+            })?;
+        let answer = approvals
+            .answer(&digest, approve)
+            .map_err(|e| error(Class::Usage, e.to_string()))?;
+        Ok(serde_json::json!(answer).to_string())
+    }
+
     /// Runs one call as `turngate call` does (options as JSON text: `review`, `callId`, `turnId`);
     /// answers the outcome as JSON text: itself when the call finished within a moment and its tool's
     /// last call did too (without an approver), else a promise of it ([`answer_or_promise`]).
@@ -228,10 +263,15 @@ impl NativeToolbox {
         let cancel = cancel.map(|c| c.0.clone());
         let options: CallOptions = serde_json::from_str(&options)
             .map_err(|e| error(Class::Usage, format!("call options: {e}")))?;
+        let approver = PackageApprover::of(
+            approver,
+            options.recorded_approvals,
+            &state.root,
+            &state.policy,
+        )?;
         let look = approver.is_none() && state.answered_quickly(&tool);
         answer_or_promise(env, look, async move {
             let started = Instant::now();
-            let approver = approver.map(NodeApprover);
             let mut context = CallContext::new(&state.root, &state.policy, &state.effects);
             context.approver = approver.as_ref().map(|a| a as _);
             context.review = options.review;
@@ -261,8 +301,13 @@ impl NativeToolbox {
         let turn = turn.0.clone();
         let options: TurnCallOptions = serde_json::from_str(&options)
             .map_err(|e| error(Class::Usage, format!("turn options: {e}")))?;
+        let approver = PackageApprover::of(
+            approver,
+            options.recorded_approvals,
+            &state.root,
+            &state.policy,
+        )?;
         promise_of(env, async move {
-            let approver = approver.map(NodeApprover);
             let hooks = TurnHooks {
                 approver: approver.as_ref().map(|a| a as _),
                 cancel: cancel.as_ref(),
@@ -348,6 +393,9 @@ struct CallOptions {
     review: bool,
     call_id: Option<String>,
     turn_id: Option<String>,
+    /// Ask through the root's recorded approvals (`approver: "console"`).
+    #[serde(default)]
+    recorded_approvals: bool,
 }
 
 /// `toolbox.processTurn`'s options.
@@ -359,6 +407,9 @@ struct TurnCallOptions {
     turn_id: Option<String>,
     #[serde(default)]
     audit: bool,
+    /// Ask through the root's recorded approvals (`approver: "console"`).
+    #[serde(default)]
+    recorded_approvals: bool,
 }
 
 /// Exactly one of `last`, `call`, `turn`, `seq`.

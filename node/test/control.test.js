@@ -204,3 +204,26 @@ test('the journal lists applied calls and undo restores them (last, by call, by 
   await assert.rejects(toolbox.undo({ call: 'c5' }), turngate.UndoError);
   await assert.rejects(toolbox.undo({ last: true, call: 'c1' }), turngate.UsageError);
 });
+
+test("approver 'console' waits for the answer recorded in the root", async () => {
+  const root = freshRoot();
+  const toolbox = await openToolbox(root, { policy: { tools: { write_file: { paths: ['**'], approval: 'ask' } } } });
+  const calling = toolbox.call('write_file', WRITE, { approver: 'console' });
+  let waiting = [];
+  const deadline = Date.now() + 60_000;
+  while ((waiting = toolbox.waitingApprovals()).length === 0) {
+    assert.ok(Date.now() < deadline, 'no question was recorded');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const [question] = waiting;
+  assert.equal(question.request.tool, 'write_file');
+  assert.match(question.digest, /^sha256:[0-9a-f]{64}$/);
+  assert.notEqual(notes(root), WRITE.content, 'nothing before the answer');
+  assert.equal(toolbox.answerApproval(question.digest, true).approved, true);
+  const outcome = await calling;
+  assert.equal(outcome.status, 'ok');
+  assert.equal(notes(root), WRITE.content);
+  assert.deepEqual(toolbox.waitingApprovals(), []);
+  assert.throws(() => toolbox.answerApproval(question.digest, false), turngate.UsageError);
+  await assert.rejects(toolbox.call('write_file', WRITE, { approver: 'terminal' }), turngate.UsageError);
+});

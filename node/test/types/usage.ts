@@ -143,6 +143,13 @@ export async function everything(response: Response): Promise<void> {
   for (const call of run.calls) console.log(call.kind, call.id ?? '', call.name, call.status, call.reason ?? '', call.changes.map((c) => c.path));
   const history: unknown[] = run.history;
 
+  await toolbox.call('write_file', {}, { approver: 'console' });
+  // @ts-expect-error: 'console' or a function
+  await toolbox.call('write_file', {}, { approver: 'terminal' });
+  for (const question of toolbox.waitingApprovals()) {
+    const answer = toolbox.answerApproval(question.digest, question.request.tool === 'write_file');
+    console.log(answer.approved, answer.by, question.deadline_ms.toFixed());
+  }
   const journal: JournalEntry[] = await toolbox.journal();
   for (const entry of journal) console.log(entry.seq.toFixed(), entry.call_id, entry.turn, entry.tool, entry.state, entry.changes);
   const targets: UndoTarget[] = [{ last: true }, { call: 'c1' }, { turn: 't1' }, { seq: journal[0]?.seq ?? 0 }];
