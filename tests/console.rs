@@ -990,6 +990,35 @@ fn a_cancelled_call_takes_its_question_back() {
     assert!(!served.ws.exists("notes.txt"));
 }
 
+#[test]
+fn a_question_two_waits_share_stays_while_one_of_them_waits() {
+    let served = Served::start();
+    let cookie = served.login();
+    // The same call twice (the same ID, input and change, so the same digest): the first cancelled.
+    let cancel = Cancel::new();
+    let first = ask_until_cancelled(&served, "t1", "c1", "notes.txt", "x\n", 600, cancel.clone());
+    let second = ask_in_background(&served, "t1", "c1", "notes.txt", "x\n", 600);
+    let question = waiting(&served, &cookie, 1).remove(0);
+    // Both are waiting on it by now (staging a write takes milliseconds).
+    std::thread::sleep(Duration::from_secs(1));
+    cancel.cancel();
+    assert_eq!(served.finish(first)["error"]["kind"], "cancelled");
+    // The first took the question back; the second, still waiting, asks it again.
+    let again = waiting(&served, &cookie, 1).remove(0);
+    assert_eq!(again["digest"], question["digest"]);
+    assert_eq!(
+        again["deadline_ms"], question["deadline_ms"],
+        "as first asked"
+    );
+    let reply = served.answer(
+        &cookie,
+        json!([{"digest": again["digest"], "approve": true}]),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(served.finish(second)["status"], "ok");
+    assert_eq!(served.ws.read("notes.txt"), "x\n");
+}
+
 /// `turngate call --approve-in console` killed while its question waits; the question answered yes
 /// meanwhile; the same call run again applies, once, without asking again.
 #[test]

@@ -32,47 +32,28 @@ impl Approver for NodeApprover {
     }
 }
 
-/// The approver a call was given: a JavaScript function, or the root's recorded approvals.
-pub enum PackageApprover {
-    /// Calls back into JavaScript.
-    Callback(NodeApprover),
-    /// Asks through the root's recorded approvals.
-    Recorded(DurableApprover),
-}
-
-impl PackageApprover {
-    /// The approver of a call: `function` when one was given, the recorded approvals of `root` when
-    /// `recorded`, else none.
-    pub fn of(
-        function: Option<JsApprover>,
-        recorded: bool,
-        root: &Root,
-        policy: &Policy,
-    ) -> napi::Result<Option<PackageApprover>> {
-        match (function, recorded) {
-            (Some(_), true) => Err(error(
-                Class::Usage,
-                "give an approver function or \"console\", not both",
-            )),
-            (Some(function), false) => Ok(Some(PackageApprover::Callback(NodeApprover(function)))),
-            (None, true) => {
-                let approvals =
-                    PendingApprovals::open(root).map_err(|e| error(Class::Usage, e.to_string()))?;
-                Ok(Some(PackageApprover::Recorded(DurableApprover::new(
-                    approvals,
-                    policy.approval_timeout(),
-                ))))
-            }
-            (None, false) => Ok(None),
+/// The approver of a call: `function` when one was given (calling back into JavaScript), the
+/// recorded approvals of `root` when `recorded`, else none.
+pub fn given(
+    function: Option<JsApprover>,
+    recorded: bool,
+    root: &Root,
+    policy: &Policy,
+) -> napi::Result<Option<Box<dyn Approver>>> {
+    match (function, recorded) {
+        (Some(_), true) => Err(error(
+            Class::Usage,
+            "give an approver function or \"console\", not both",
+        )),
+        (Some(function), false) => Ok(Some(Box::new(NodeApprover(function)))),
+        (None, true) => {
+            let approvals =
+                PendingApprovals::open(root).map_err(|e| error(Class::Usage, e.to_string()))?;
+            Ok(Some(Box::new(DurableApprover::new(
+                approvals,
+                policy.approval_timeout(),
+            ))))
         }
-    }
-}
-
-impl Approver for PackageApprover {
-    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
-        match self {
-            PackageApprover::Callback(callback) => callback.approve(request),
-            PackageApprover::Recorded(recorded) => recorded.approve(request),
-        }
+        (None, false) => Ok(None),
     }
 }

@@ -21,7 +21,7 @@ use turngate::{
     Retention, Root, Toolbox, TurnHooks, TurnOptions, TurnStatus, UndoTarget, process_turn_with,
 };
 
-use crate::approver::PackageApprover;
+use crate::approver;
 use crate::decoder::{NativeTurn, parse_provider};
 use crate::errors::{Class, error, error_with};
 use crate::running::{answer_or_promise, promise_of};
@@ -216,12 +216,8 @@ impl NativeToolbox {
     /// "deadline_ms", "turn", "request"}]`.
     #[napi]
     pub fn waiting_approvals(&self) -> napi::Result<String> {
-        let waiting = match PendingApprovals::open_existing(&self.0.root) {
-            Ok(Some(approvals)) => approvals.waiting(),
-            Ok(None) => Ok(Default::default()),
-            Err(e) => Err(e),
-        }
-        .map_err(|e| error(Class::Usage, e.to_string()))?;
+        let waiting = PendingApprovals::waiting_in(&self.0.root)
+            .map_err(|e| error(Class::Usage, e.to_string()))?;
         Ok(serde_json::json!(waiting.questions).to_string())
     }
 
@@ -232,16 +228,7 @@ impl NativeToolbox {
         let digest: Sha256Digest = digest
             .parse()
             .map_err(|e: turngate::digest::DigestError| error(Class::Usage, e.to_string()))?;
-        let approvals = PendingApprovals::open_existing(&self.0.root)
-            .map_err(|e| error(Class::Usage, e.to_string()))?
-            .ok_or_else(|| {
-                error(
-                    Class::Usage,
-                    format!("no approval is waiting with digest {digest}"),
-                )
-            })?;
-        let answer = approvals
-            .answer(&digest, approve)
+        let answer = PendingApprovals::answer_in(&self.0.root, &digest, approve)
             .map_err(|e| error(Class::Usage, e.to_string()))?;
         Ok(serde_json::json!(answer).to_string())
     }
@@ -263,7 +250,7 @@ impl NativeToolbox {
         let cancel = cancel.map(|c| c.0.clone());
         let options: CallOptions = serde_json::from_str(&options)
             .map_err(|e| error(Class::Usage, format!("call options: {e}")))?;
-        let approver = PackageApprover::of(
+        let approver = approver::given(
             approver,
             options.recorded_approvals,
             &state.root,
@@ -273,7 +260,7 @@ impl NativeToolbox {
         answer_or_promise(env, look, async move {
             let started = Instant::now();
             let mut context = CallContext::new(&state.root, &state.policy, &state.effects);
-            context.approver = approver.as_ref().map(|a| a as _);
+            context.approver = approver.as_deref();
             context.review = options.review;
             context.cancel = cancel.as_ref();
             context.call_id = options.call_id;
@@ -301,7 +288,7 @@ impl NativeToolbox {
         let turn = turn.0.clone();
         let options: TurnCallOptions = serde_json::from_str(&options)
             .map_err(|e| error(Class::Usage, format!("turn options: {e}")))?;
-        let approver = PackageApprover::of(
+        let approver = approver::given(
             approver,
             options.recorded_approvals,
             &state.root,
@@ -309,7 +296,7 @@ impl NativeToolbox {
         )?;
         promise_of(env, async move {
             let hooks = TurnHooks {
-                approver: approver.as_ref().map(|a| a as _),
+                approver: approver.as_deref(),
                 cancel: cancel.as_ref(),
             };
             let turn_options = TurnOptions {

@@ -13,47 +13,28 @@ use turngate::{
 use crate::convert::to_python;
 use crate::errors::UsageError;
 
-/// The approver a call was given: a callable, or `"console"`.
-pub enum PackageApprover {
-    /// Calls back into Python.
-    Callback(PyApprover),
-    /// Asks through the root's recorded approvals.
-    Recorded(DurableApprover),
-}
-
-impl PackageApprover {
-    /// `approver` as given to `call` or `process_turn`, on `root` under `policy`.
-    pub fn from_python(
-        py: Python<'_>,
-        approver: Py<PyAny>,
-        root: &Root,
-        policy: &Policy,
-    ) -> PyResult<PackageApprover> {
-        let Ok(text) = approver.bind(py).cast::<PyString>() else {
-            return Ok(PackageApprover::Callback(PyApprover(approver)));
-        };
-        if text.to_str()? != "console" {
-            return Err(UsageError::new_err(format!(
-                "approver={:?}: give a callable, or \"console\" to ask through turngate console",
-                text.to_str()?
-            )));
-        }
-        let approvals =
-            PendingApprovals::open(root).map_err(|e| UsageError::new_err(e.to_string()))?;
-        Ok(PackageApprover::Recorded(DurableApprover::new(
-            approvals,
-            policy.approval_timeout(),
-        )))
+/// The approver a call was given: a callable (calling back into Python), or `"console"`: the
+/// root's recorded approvals, on `root` under `policy`.
+pub fn given(
+    py: Python<'_>,
+    approver: Py<PyAny>,
+    root: &Root,
+    policy: &Policy,
+) -> PyResult<Box<dyn Approver>> {
+    let Ok(text) = approver.bind(py).cast::<PyString>() else {
+        return Ok(Box::new(PyApprover(approver)));
+    };
+    if text.to_str()? != "console" {
+        return Err(UsageError::new_err(format!(
+            "approver={:?}: give a callable, or \"console\" to ask through turngate console",
+            text.to_str()?
+        )));
     }
-}
-
-impl Approver for PackageApprover {
-    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
-        match self {
-            PackageApprover::Callback(callback) => callback.approve(request),
-            PackageApprover::Recorded(recorded) => recorded.approve(request),
-        }
-    }
+    let approvals = PendingApprovals::open(root).map_err(|e| UsageError::new_err(e.to_string()))?;
+    Ok(Box::new(DurableApprover::new(
+        approvals,
+        policy.approval_timeout(),
+    )))
 }
 
 /// An approver calling back into Python.

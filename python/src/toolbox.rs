@@ -17,7 +17,7 @@ use turngate::{
     Retention, Root, Toolbox, TurnHooks, TurnOptions, TurnStatus, UndoTarget, process_turn_with,
 };
 
-use crate::approver::PackageApprover;
+use crate::approver;
 use crate::convert::{json_text, to_python};
 use crate::decoder::{PyTurn, parse_provider};
 use crate::errors::{
@@ -175,12 +175,12 @@ impl PyToolbox {
     ) -> PyResult<Bound<'py, PyAny>> {
         let input = json_text(input)?;
         let approver = approver
-            .map(|a| PackageApprover::from_python(py, a, &self.root, &self.policy))
+            .map(|a| approver::given(py, a, &self.root, &self.policy))
             .transpose()?;
         let cancel = cancel.map(|c| c.0.clone());
         let outcome = detached(py, || {
             let mut context = CallContext::new(&self.root, &self.policy, &self.effects);
-            context.approver = approver.as_ref().map(|a| a as _);
+            context.approver = approver.as_deref();
             context.review = review;
             context.cancel = cancel.as_ref();
             context.call_id = call_id;
@@ -208,7 +208,7 @@ impl PyToolbox {
         audit: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let approver = approver
-            .map(|a| PackageApprover::from_python(py, a, &self.root, &self.policy))
+            .map(|a| approver::given(py, a, &self.root, &self.policy))
             .transpose()?;
         let cancel = cancel.map(|c| c.0.clone());
         let turn = turn.turn.clone();
@@ -219,7 +219,7 @@ impl PyToolbox {
                 turn_id,
             };
             let hooks = TurnHooks {
-                approver: approver.as_ref().map(|a| a as _),
+                approver: approver.as_deref(),
                 cancel: cancel.as_ref(),
             };
             runtime().block_on(process_turn_with(
@@ -244,12 +244,8 @@ impl PyToolbox {
     /// run --approve-in console` and the other surfaces), oldest first: `{"digest", "asked_ms",
     /// "deadline_ms", "turn", "request"}` each.
     fn waiting_approvals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let waiting = match PendingApprovals::open_existing(&self.root) {
-            Ok(Some(approvals)) => approvals.waiting(),
-            Ok(None) => Ok(Default::default()),
-            Err(e) => Err(e),
-        }
-        .map_err(|e| UsageError::new_err(e.to_string()))?;
+        let waiting = PendingApprovals::waiting_in(&self.root)
+            .map_err(|e| UsageError::new_err(e.to_string()))?;
         to_python(py, &serde_json::json!(waiting.questions))
     }
 
@@ -265,13 +261,7 @@ impl PyToolbox {
         let digest: Sha256Digest = digest
             .parse()
             .map_err(|e: turngate::digest::DigestError| UsageError::new_err(e.to_string()))?;
-        let approvals = PendingApprovals::open_existing(&self.root)
-            .map_err(|e| UsageError::new_err(e.to_string()))?
-            .ok_or_else(|| {
-                UsageError::new_err(format!("no approval is waiting with digest {digest}"))
-            })?;
-        let answer = approvals
-            .answer(&digest, approve)
+        let answer = PendingApprovals::answer_in(&self.root, &digest, approve)
             .map_err(|e| UsageError::new_err(e.to_string()))?;
         to_python(py, &serde_json::json!(answer))
     }

@@ -81,6 +81,7 @@ impl DurableApprover {
             approvals: &self.approvals,
             digest,
         };
+        let mut standing: Option<PendingApproval> = None;
         loop {
             let woken = self.answered.notified();
             if let Some(answer) = self.approvals.answer_of(&digest)? {
@@ -92,9 +93,16 @@ impl DurableApprover {
                     }
                 };
             }
-            // Asked again each time: another process asking the same may have taken it back.
-            let standing = self.approvals.ask(&question)?;
-            if now_ms() > standing.deadline_ms {
+            // Asked once; again, as first asked, only if another process asking the same took it
+            // back (the record is not read again while it stands).
+            let asked = match standing.take() {
+                Some(asked) if self.approvals.is_asked(&digest)? => asked,
+                Some(asked) => self.approvals.ask(&asked)?,
+                None => self.approvals.ask(&question)?,
+            };
+            let deadline_ms = asked.deadline_ms;
+            standing = Some(asked);
+            if now_ms() > deadline_ms {
                 let answer = self.approvals.expire(&digest)?;
                 return match answer.approved {
                     true => self.approvals.take_yes(&digest),

@@ -178,6 +178,35 @@ impl PendingApprovals {
         }
     }
 
+    /// The questions waiting in `root` (none when it never recorded one; nothing is made).
+    pub fn waiting_in(root: &Root) -> Result<Waiting, ApprovalError> {
+        match PendingApprovals::open_existing(root)? {
+            Some(approvals) => approvals.waiting(),
+            None => Ok(Waiting::default()),
+        }
+    }
+
+    /// Answers the question `digest` in `root` (as [`PendingApprovals::answer`]).
+    pub fn answer_in(
+        root: &Root,
+        digest: &Sha256Digest,
+        approved: bool,
+    ) -> Result<Answer, ApprovalError> {
+        PendingApprovals::open_existing(root)?
+            .ok_or(ApprovalError::Unknown(*digest))?
+            .answer(digest, approved)
+    }
+
+    /// Whether the question `digest` is recorded (its record is not read).
+    pub fn is_asked(&self, digest: &Sha256Digest) -> Result<bool, ApprovalError> {
+        let name = Part::Ask.name(digest);
+        match self.dir.symlink_metadata(&name) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(source) => Err(self.io_error(&name, source)),
+        }
+    }
+
     /// Records `question`, unless one with its digest is recorded already (a process that asked
     /// before and died): answers the one that stands, whose deadline counts from the first ask.
     pub fn ask(&self, question: &PendingApproval) -> Result<PendingApproval, ApprovalError> {

@@ -9,7 +9,7 @@ use hyper::{Response, StatusCode};
 use serde::Deserialize;
 
 use super::{Body, State, json};
-use crate::approval::pending::{ApprovalError, PendingApprovals, Waiting};
+use crate::approval::pending::{ApprovalError, PendingApprovals};
 use crate::digest::Sha256Digest;
 
 /// Most answers one request may carry.
@@ -18,12 +18,7 @@ pub const MAX_ANSWERS: usize = 100;
 /// `GET /api/approvals`: `{"approvals": [{"digest", "asked_ms", "deadline_ms", "turn", "request"}],
 /// "damaged": ["..."]}`, oldest first; `damaged` says which records cannot be answered and why.
 pub(super) fn waiting(state: &State) -> Response<Body> {
-    let waiting = match PendingApprovals::open_existing(&state.root) {
-        Ok(Some(approvals)) => approvals.waiting(),
-        Ok(None) => Ok(Waiting::default()),
-        Err(e) => Err(e),
-    };
-    match waiting {
+    match PendingApprovals::waiting_in(&state.root) {
         Ok(waiting) => json(
             StatusCode::OK,
             &serde_json::json!({
