@@ -10,6 +10,12 @@
 //! held to the components by the test `bundled_descriptors_are_what_the_components_describe`) and the
 //! interfaces it imports, read from its bytes. A tool missing from that file is described at load.
 //!
+//! Each bundled component is also compiled here, as the sandbox's engines compile (the settings of
+//! `src/sandbox/settings.rs`, included below), and its code embedded beside it: a process loads a
+//! bundled tool's code instead of compiling it at its first call. Only when the target has the build
+//! machine's architecture (this build's Cranelift has that backend alone); a cross build embeds none,
+//! and its bundled tools compile at their first call as any other tool does.
+//!
 //! A fresh machine needs no setup: when the `wasm32-wasip2` standard library is missing from the active
 //! toolchain, the script installs it with `rustup target add`.
 
@@ -19,6 +25,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sha2::{Digest, Sha256};
+
+// The library's own edition detection and engine settings, so that what is compiled here is what its
+// engines would compile, and loads in them.
+#[allow(
+    dead_code,
+    reason = "the library's module; this script uses `Edition::of` alone"
+)]
+#[path = "src/sandbox/edition.rs"]
+mod edition;
+#[path = "src/sandbox/settings.rs"]
+mod settings;
 
 const GUEST_TARGET: &str = "wasm32-wasip2";
 
@@ -93,6 +110,8 @@ fn main() {
          /// about itself.\n\
          pub(crate) const BUNDLED_COMPONENTS: &[BundledComponent] = &[\n",
     );
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
+    let mut compiled = Precompiled::for_this_target(&out_dir);
     for name in BUNDLED {
         let path = artifact(&artifacts, name);
         let bytes = std::fs::read(&path).expect("read a built guest");
@@ -111,6 +130,7 @@ fn main() {
             path.display().to_string()
         )
         .unwrap();
+        compiled.add(name, &digest, &bytes);
     }
     // For the test that holds descriptors.json to what the components describe.
     println!(
@@ -118,8 +138,9 @@ fn main() {
         artifacts.display()
     );
     bundled.push_str("];\n");
-    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
     std::fs::write(out_dir.join("bundled.rs"), bundled).expect("write bundled.rs");
+    std::fs::write(out_dir.join("precompiled.rs"), compiled.finish())
+        .expect("write precompiled.rs");
 
     for name in TEST_ONLY {
         let path = artifact(&artifacts, name);
@@ -128,6 +149,85 @@ fn main() {
             name.to_uppercase(),
             path.display()
         );
+    }
+}
+
+/// The bundled tools' code compiled ahead, and the table of it (`$OUT_DIR/precompiled.rs`) that
+/// `src/sandbox/precompiled.rs` includes.
+struct Precompiled {
+    /// Where each tool's code is written; `None` for a target of another architecture than this
+    /// machine's, for which nothing is compiled.
+    dir: Option<PathBuf>,
+    table: String,
+}
+
+/// The CPU features x86_64 code is compiled for: x86-64-v2 (SSE3 to SSE4.2 and POPCNT, in every x86_64
+/// CPU made since 2009). wasmtime loads code only on a CPU that has every feature it was compiled
+/// for; on one without them, the sandbox compiles the tool as it compiles any other.
+const X86_64_FEATURES: &[&str] = &[
+    "has_sse3",
+    "has_ssse3",
+    "has_sse41",
+    "has_sse42",
+    "has_popcnt",
+];
+
+impl Precompiled {
+    fn for_this_target(out_dir: &Path) -> Precompiled {
+        let target = env::var("TARGET").expect("set by cargo");
+        let host = env::var("HOST").expect("set by cargo");
+        let arch = |triple: &str| triple.split('-').next().unwrap_or_default().to_owned();
+        let dir = (arch(&target) == arch(&host)).then(|| {
+            let dir = out_dir.join("precompiled");
+            std::fs::create_dir_all(&dir).expect("create the precompiled code's directory");
+            dir
+        });
+        Precompiled {
+            dir,
+            table: String::from(
+                "/// Each bundled component's SHA-256 and its code, compiled when turngate was built.\n\
+                 pub(super) const PRECOMPILED: &[(&str, &[u8])] = &[\n",
+            ),
+        }
+    }
+
+    /// Compiles the component `name` (whose SHA-256 is `digest`) into the table.
+    fn add(&mut self, name: &str, digest: &str, component: &[u8]) {
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        let target = env::var("TARGET").expect("set by cargo");
+        let mut config = settings::config_for(edition::Edition::of(component));
+        // An explicit target: Cranelift then uses the features named here, not this machine's.
+        config
+            .target(&target)
+            .unwrap_or_else(|e| panic!("wasmtime cannot compile for {target}: {e}"));
+        if target.starts_with("x86_64-") {
+            for feature in X86_64_FEATURES {
+                // SAFETY: each is a CPU feature the loading engine checks the CPU for before it runs
+                // code compiled with it (`Engine::check_compatible_with_isa_flag`).
+                unsafe {
+                    config.cranelift_flag_enable(feature);
+                }
+            }
+        }
+        let engine = wasmtime::Engine::new(&config).expect("an engine with the sandbox's settings");
+        let code = engine
+            .precompile_component(component)
+            .unwrap_or_else(|e| panic!("compiling the bundled tool {name}: {e:?}"));
+        let path = dir.join(format!("{name}.cwasm"));
+        std::fs::write(&path, code).expect("write a bundled tool's code");
+        writeln!(
+            self.table,
+            "    ({digest:?}, include_bytes!({:?})),",
+            path.display().to_string()
+        )
+        .unwrap();
+    }
+
+    fn finish(mut self) -> String {
+        self.table.push_str("];\n");
+        self.table
     }
 }
 

@@ -625,6 +625,8 @@ fn concurrent_first_calls_of_a_tool_share_one_compile() {
             "--test-threads=1",
         ])
         .env("TURNGATE_TEST_PREPARE_RECORD", record.path())
+        // read_file as a tool from elsewhere: compiled, not taken from the binary.
+        .env("TURNGATE_TEST_IGNORE_PRECOMPILED", "1")
         .stdout(std::process::Stdio::null())
         .status()
         .unwrap();
@@ -672,6 +674,39 @@ fn child_of_concurrent_first_calls() {
     }
 }
 
+/// A bundled tool's first call compiles nothing: its code was compiled when turngate was built
+/// (`build.rs`), and is loaded from the binary without a cache, or stored in an empty one and mapped
+/// from there (the next process finds it as any cached tool).
+#[test]
+fn a_bundled_tool_runs_from_code_built_into_the_binary_with_or_without_a_cache() {
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "a").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let record = tempfile::NamedTempFile::new().unwrap();
+    let call = |cache_args: &[&std::ffi::OsStr]| {
+        std::fs::write(record.path(), "").unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_turngate"))
+            .args(["call", "read_file", r#"{"path":"a.txt"}"#, "--root"])
+            .arg(work.path())
+            .args(cache_args)
+            .env("TURNGATE_TEST_PREPARE_RECORD", record.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let record = std::fs::read_to_string(record.path()).unwrap();
+        let words: Vec<&str> = record
+            .lines()
+            .map(|line| line.split(' ').next().unwrap())
+            .collect();
+        words.join(" ")
+    };
+    assert_eq!(call(&["--no-cache".as_ref()]), "embedded prepared");
+    let in_cache = ["--cache-dir".as_ref(), cache.path().as_os_str()];
+    assert_eq!(call(&in_cache), "embedded prepared");
+    assert_eq!(files_ending(cache.path(), ".cwasm"), 1);
+    assert_eq!(call(&in_cache), "prepared");
+}
+
 /// A toolbox that compiles in its own process (the library's default: the Python and Node packages')
 /// gives back what its compiles used: compiling every bundled tool leaves its anonymous resident
 /// memory within 40 MiB of what it was (Cranelift's contexts go with the engine that compiled, the freed
@@ -692,6 +727,8 @@ fn compiling_in_this_process_gives_the_memory_of_the_compiles_back() {
             "--test-threads=1",
         ])
         .env("TURNGATE_TEST_COMPILES_CHILD", "1")
+        // The bundled tools compiled as tools from elsewhere are, not taken from the binary.
+        .env("TURNGATE_TEST_IGNORE_PRECOMPILED", "1")
         .stdout(std::process::Stdio::null())
         .status()
         .unwrap();

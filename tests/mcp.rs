@@ -359,7 +359,10 @@ fn with_an_empty_cache_every_tool_is_compiled_once_in_the_background_and_no_call
     let mut command = mcp_with_cache(root.path(), cache.path());
     command
         .env("TURNGATE_TEST_PREPARE_RECORD", record.path())
-        .env("TURNGATE_TEST_HOLD_PREPARE_ALL", &release);
+        .env("TURNGATE_TEST_HOLD_PREPARE_ALL", &release)
+        // The compile path, as a tool from elsewhere takes it (the bundled tools' built-in code is
+        // `with_an_empty_cache_the_bundled_tools_code_comes_from_the_binary_and_nothing_compiles`).
+        .env("TURNGATE_TEST_IGNORE_PRECOMPILED", "1");
     let mut server = Server::spawn(command);
     server.initialize(json!({}));
     // What the process compiled, and what it loaded (its code compiled or mapped from the cache).
@@ -473,6 +476,66 @@ fn with_an_empty_cache_every_tool_is_compiled_once_in_the_background_and_no_call
     assert!(server.finish().success());
 }
 
+#[test]
+fn with_an_empty_cache_the_bundled_tools_code_comes_from_the_binary_and_nothing_compiles() {
+    let root = workspace();
+    std::fs::write(root.path().join("a.txt"), "first\n").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let record = tempfile::NamedTempFile::new().unwrap();
+    let recorded = |what: &str| -> Vec<String> {
+        std::fs::read_to_string(record.path())
+            .unwrap()
+            .lines()
+            .filter_map(|line| line.strip_prefix(what))
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut command = mcp_with_cache(root.path(), cache.path());
+    command.env("TURNGATE_TEST_PREPARE_RECORD", record.path());
+    let mut server = Server::spawn(command);
+    server.initialize(json!({}));
+    let bundled = server.request("tools/list", json!({}))["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .len();
+
+    // The first call, whether or not the background has reached its tool, takes its code from the
+    // binary: no compile, no compiling process.
+    let read = server.call("read_file", json!({"path": "a.txt"}));
+    assert_eq!(read["structuredContent"]["output"], "first\n", "{read}");
+    assert!(
+        children_with(server.child.id(), "__compile-component").is_empty(),
+        "a compiling process was started"
+    );
+    // The background stores every tool's built-in code in the cache, compiling none.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while recorded("embedded ").len() < bundled && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut embedded = recorded("embedded ");
+    embedded.sort();
+    embedded.dedup();
+    assert_eq!(embedded.len(), bundled, "{:?}", recorded(""));
+    assert_eq!(recorded("compiled "), Vec::<String>::new());
+    let write = server.call("write_file", json!({"path": "b.txt", "content": "b"}));
+    assert_eq!(write["isError"], false, "{write}");
+    assert!(server.finish().success());
+    assert_eq!(recorded("compiled "), Vec::<String>::new());
+
+    // The next server maps that code from the cache, as a warm start does.
+    std::fs::write(record.path(), "").unwrap();
+    let mut command = mcp_with_cache(root.path(), cache.path());
+    command.env("TURNGATE_TEST_PREPARE_RECORD", record.path());
+    let mut server = Server::spawn(command);
+    server.initialize(json!({}));
+    let read = server.call("read_file", json!({"path": "b.txt"}));
+    assert_eq!(read["structuredContent"]["output"], "b", "{read}");
+    assert!(server.finish().success());
+    assert_eq!(recorded("compiled "), Vec::<String>::new());
+    assert_eq!(recorded("embedded "), Vec::<String>::new());
+    assert_eq!(recorded("prepared ").len(), 1, "{:?}", recorded(""));
+}
+
 /// The processes whose parent is `pid` and whose command line has `argument`, from `/proc`.
 #[cfg(target_os = "linux")]
 fn children_with(pid: u32, argument: &str) -> Vec<u32> {
@@ -541,7 +604,9 @@ fn a_server_that_goes_leaves_no_compiler_running_behind_it() {
     let hooks = tempfile::tempdir().unwrap();
     let release = hooks.path().join("release");
     let mut command = mcp_with_cache(root.path(), cache.path());
-    command.env("TURNGATE_TEST_HOLD_COMPILE", &release);
+    command
+        .env("TURNGATE_TEST_HOLD_COMPILE", &release)
+        .env("TURNGATE_TEST_IGNORE_PRECOMPILED", "1");
     let mut server = Server::spawn(command);
     server.initialize(json!({}));
     // The background's first compile runs in a child process, held before it compiles.
@@ -602,7 +667,10 @@ fn a_server_that_compiled_every_tool_holds_no_more_memory_than_one_that_found_th
     let root = workspace();
     let cache = tempfile::tempdir().unwrap();
     let start = || {
-        let mut server = Server::spawn(mcp_with_cache(root.path(), cache.path()));
+        let mut command = mcp_with_cache(root.path(), cache.path());
+        // Every tool compiled, as tools from elsewhere are (not taken from the binary).
+        command.env("TURNGATE_TEST_IGNORE_PRECOMPILED", "1");
+        let mut server = Server::spawn(command);
         server.initialize(json!({}));
         server
     };

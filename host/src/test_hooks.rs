@@ -23,7 +23,11 @@
 //! * `TURNGATE_TEST_PREPARE_RECORD=<file>` appends `compiled <sha256>` to that file each time the
 //!   sandbox compiles a component, and `prepared <sha256>` each time it prepares one (its code compiled
 //!   or loaded from the cache into the process): which tools a process compiled and loaded, and how
-//!   often.
+//!   often; `embedded <sha256>` each time it takes a bundled tool's code compiled into the binary
+//!   (`sandbox/precompiled.rs`) instead of compiling.
+//! * `TURNGATE_TEST_IGNORE_PRECOMPILED=1` makes the sandbox ignore the bundled tools' code compiled
+//!   into the binary, so they compile at their first call as any other tool does: the tests of that
+//!   path (the compiling child, the cache, the memory a compile leaves) use the bundled tools.
 //! * `TURNGATE_TEST_LOOPBACK_ONLY=1` refuses every connection to an address that is not loopback, in
 //!   the network transport (`network/transport.rs`), whatever the policy and the address checks
 //!   decided: the tests' machine may reach no other address, even when a check they exercise is broken.
@@ -144,6 +148,19 @@ pub(crate) fn compiled(sha256: &str) {
     if let Some(path) = prepare_record() {
         append(path, &format!("compiled {sha256}"));
     }
+}
+
+/// Records that the code compiled into the binary for the component with this digest was just taken.
+pub(crate) fn embedded(sha256: &str) {
+    if let Some(path) = prepare_record() {
+        append(path, &format!("embedded {sha256}"));
+    }
+}
+
+/// Whether the bundled tools' code compiled into the binary is to be ignored.
+pub(crate) fn ignore_precompiled() -> bool {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    setting(&AT, "TURNGATE_TEST_IGNORE_PRECOMPILED") == Some("1")
 }
 
 /// Records that the component with this digest was just prepared (its code compiled or loaded from the

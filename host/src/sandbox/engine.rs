@@ -19,10 +19,11 @@ use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::cache::PrecompiledCache;
 use super::edition::Edition;
+use super::settings::config_for;
 use super::{CallState, Instances, Limits, wasi};
 
 /// How often the ticker thread advances an engine's epoch once a tool has described itself or a call
@@ -99,11 +100,28 @@ impl Runtime {
         self.cache.as_ref()?.load(&self.engine, sha256)
     }
 
-    /// The component in `bytes` (whose SHA-256 is `sha256`): mapped from the cache, or compiled apart
-    /// by a [`Compiler`], stored in the cache and mapped from there.
-    pub(super) fn compile(&self, sha256: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
+    /// The component in `bytes` (whose SHA-256 is `sha256`): mapped from the cache, else loaded from
+    /// `embedded` (its code compiled into the binary, for a bundled tool), else compiled apart by a
+    /// [`Compiler`], stored in the cache and mapped from there.
+    pub(super) fn compile(
+        &self,
+        sha256: &str,
+        bytes: &[u8],
+        embedded: Option<&[u8]>,
+    ) -> wasmtime::Result<Component> {
         if let Some(component) = self.cached(sha256) {
             return Ok(component);
+        }
+        if let Some(code) = embedded {
+            // SAFETY: `code` was compiled by `build.rs` into this binary, by this wasmtime with this
+            // engine's settings (`settings.rs`); wasmtime checks its header against this engine.
+            match unsafe { Component::deserialize(&self.engine, code) } {
+                Ok(component) => {
+                    crate::test_hooks::embedded(sha256);
+                    return Ok(component);
+                }
+                Err(e) => tracing::info!("compiling a bundled tool: its built-in code: {e:#}"),
+            }
         }
         let code = Compiler::new(self.edition)?.compile(sha256, bytes)?;
         if let Some(cache) = &self.cache {
@@ -159,25 +177,6 @@ fn engine_with(
     Engine::new(&config)
 }
 
-/// The settings of every engine of `edition`, those that run calls and those that compile: the same
-/// settings make the same code, which one compiles and the other loads.
-fn config_for(edition: Edition) -> Config {
-    let mut config = Config::new();
-    config
-        .wasm_component_model(true)
-        .concurrency_support(edition == Edition::Wasi03)
-        .epoch_interruption(true)
-        // Bounds checked by the compiled code rather than by guard pages: memory a call grew then stays
-        // mapped for the next call of its pool slot (reset like the rest), where otherwise each call's
-        // `memory.grow` and the next instantiation `mprotect` it, each a TLB shootdown across the
-        // process's threads. Measured (a throwaway A/B, both engines in one process, calls
-        // interleaved): `read_file` on a call thread 57 to 58 µs against 80 to 89 µs; a no-op and a
-        // `write_file` unchanged; a compute-bound `search_files` about 3% slower.
-        .signals_based_traps(false)
-        .memory_guard_size(0);
-    config
-}
-
 /// An engine made for one compile (or a few) and dropped after it (see the module docs).
 pub(super) struct Compiler {
     engine: Engine,
@@ -194,6 +193,14 @@ impl Compiler {
     /// engine's, whose settings are the same).
     pub(super) fn cache_in(&self, dir: &Path) -> PrecompiledCache {
         PrecompiledCache::new(dir.to_path_buf(), &self.engine)
+    }
+
+    /// Whether `code`, compiled ahead with this engine's settings, loads here: made for this
+    /// machine's architecture with CPU features this machine has.
+    pub(super) fn loads(&self, code: &[u8]) -> wasmtime::Result<()> {
+        // SAFETY: `code` is compiled into this binary by `build.rs` (`precompiled.rs`); wasmtime checks
+        // its header against this engine, and the component is dropped unused.
+        unsafe { Component::deserialize(&self.engine, code) }.map(drop)
     }
 
     /// Compiles the component in `bytes` (whose SHA-256 is `sha256`) and returns its precompiled

@@ -29,6 +29,8 @@ mod errors;
 pub(crate) mod filesystem;
 mod limits;
 mod output;
+mod precompiled;
+mod settings;
 mod wasi;
 
 use std::future::Future;
@@ -118,6 +120,9 @@ pub(crate) struct Sandbox {
     slots: Arc<tokio::sync::Semaphore>,
     max_concurrent: usize,
     compile_in: CompileIn,
+    /// Whether the bundled tools' code compiled into the binary loads on this machine, per edition
+    /// (looked at when the first is needed).
+    embedded_loads: [OnceLock<bool>; 2],
 }
 
 /// A component checked against the tool world and ready to instantiate for each call.
@@ -283,6 +288,7 @@ impl Sandbox {
             slots: Arc::new(tokio::sync::Semaphore::new(slots)),
             max_concurrent: slots,
             compile_in,
+            embedded_loads: [OnceLock::new(), OnceLock::new()],
         })
     }
 
@@ -354,8 +360,9 @@ impl Sandbox {
             Some(component) => component,
             None => {
                 self.precompile(sha256, bytes)?;
+                let embedded = self.embedded_code(edition, sha256);
                 runtime
-                    .compile(sha256, bytes)
+                    .compile(sha256, bytes, embedded)
                     .map_err(PrepareError::Compile)?
             }
         };
@@ -429,6 +436,11 @@ impl Sandbox {
         if cache.holds(sha256) {
             return Ok(());
         }
+        if let Some(code) = self.embedded_code(edition, sha256) {
+            cache.store_code(sha256, code);
+            crate::test_hooks::embedded(sha256);
+            return Ok(());
+        }
         if self.compile_in == CompileIn::ChildProcess {
             match compile_process::compile_in_child(dir, sha256, bytes) {
                 Ok(()) => return Ok(()),
@@ -449,6 +461,23 @@ impl Sandbox {
             .map_err(PrepareError::Compile)?;
         cache.store_code(sha256, &code);
         Ok(())
+    }
+
+    /// The code compiled into the binary for the bundled component whose SHA-256 is `sha256`, if
+    /// there is one and this machine's CPU can run it (looked at once per edition, by loading the
+    /// first such code asked for in an engine of the edition's settings).
+    fn embedded_code(&self, edition: Edition, sha256: &str) -> Option<&'static [u8]> {
+        let code = precompiled::code_of(sha256)?;
+        let loads = self.embedded_loads[edition as usize].get_or_init(|| {
+            let loaded = Compiler::new(edition).and_then(|compiler| compiler.loads(code));
+            if let Err(e) = &loaded {
+                tracing::info!(
+                    "compiling the bundled tools: the code built in does not load here: {e:#}"
+                );
+            }
+            loaded.is_ok()
+        });
+        loads.then_some(code)
     }
 
     /// Asks a prepared tool to describe itself (in a store with no filesystem). The guest runs on the
