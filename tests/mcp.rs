@@ -536,6 +536,80 @@ fn with_an_empty_cache_the_bundled_tools_code_comes_from_the_binary_and_nothing_
     assert_eq!(recorded("prepared ").len(), 1, "{:?}", recorded(""));
 }
 
+/// The resident memory of process `pid` (`VmRSS`: its heaps and the pages of files it mapped, its
+/// own binary's among them), in KiB, from `/proc`, once two readings 200 ms apart are within 256 KiB.
+fn settled_resident_kib(pid: u32) -> u64 {
+    let resident = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = resident();
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = resident();
+        if now.abs_diff(last) <= 256 || Instant::now() >= deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// The bundled tools' built-in code is read from the binary once, to store it in the cache: those
+/// pages of the binary are then dropped from the server (10 MiB for the eight tools), which holds what
+/// a server that found them cached holds.
+#[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "needs /proc/PID/status (VmRSS): Linux only"
+)]
+fn a_server_that_stored_the_built_in_code_holds_no_more_memory_than_one_that_found_it_cached() {
+    let root = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let record = tempfile::NamedTempFile::new().unwrap();
+    let start = || {
+        let mut command = mcp_with_cache(root.path(), cache.path());
+        command.env("TURNGATE_TEST_PREPARE_RECORD", record.path());
+        let mut server = Server::spawn(command);
+        server.initialize(json!({}));
+        server
+    };
+    let mut empty = start();
+    let bundled = empty.request("tools/list", json!({}))["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .len();
+    let stored = || {
+        std::fs::read_to_string(record.path())
+            .unwrap()
+            .lines()
+            .filter(|line| line.starts_with("embedded "))
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while stored() < bundled && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(stored(), bundled, "the background did not store every tool");
+    let after_storing = settled_resident_kib(empty.child.id());
+    let mut warm = start();
+    warm.request("tools/list", json!({}));
+    std::thread::sleep(Duration::from_millis(500));
+    let warm_start = settled_resident_kib(warm.child.id());
+    assert!(
+        after_storing <= warm_start + 4 * 1024,
+        "after storing every tool's built-in code the server holds {after_storing} KiB, one that \
+         found it cached {warm_start} KiB"
+    );
+    assert!(empty.finish().success());
+    assert!(warm.finish().success());
+}
+
 /// The processes whose parent is `pid` and whose command line has `argument`, from `/proc`.
 #[cfg(target_os = "linux")]
 fn children_with(pid: u32, argument: &str) -> Vec<u32> {

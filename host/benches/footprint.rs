@@ -4,13 +4,15 @@
 //!
 //! * `turngate mcp` over stdio and over HTTP (`--listen`), `turngate worker`: the resident memory
 //!   (RSS) once `initialize` has answered (the worker: once it has started), its peak (`VmHWM`) and
-//!   where it settles, with an empty cache (the servers compile every tool in the background) and
+//!   where it settles, with an empty cache (the servers store every tool in the background) and
 //!   with the cache that start filled.
 //! * The Python and Node packages: a process that opens a toolbox, then calls `read_file` once: its
 //!   RSS after the open and where it settles after the call, and its peak, both caches.
 //! * `turngate mcp` over stdio: from spawning it to the result of its first `read_file` (1 KiB; the
 //!   handshake and the call written at once, as a client does), empty cache and warm; then warm
 //!   reads, one at a time, p50, p90 and p99.
+//! * The same for `turngate mcp` compiling `read_file` at run time, as any tool that is not bundled is
+//!   (`TURNGATE_TEST_IGNORE_PRECOMPILED`: the bundled tools' code built into the binary is ignored).
 //! * The peer, when `TURNGATE_BENCH_PEER` names a Wassette binary and `TURNGATE_BENCH_PEER_COMPONENT`
 //!   its filesystem example component: the same rows for `wassette serve --stdio` reading the same
 //!   file (Wassette keeps no compiled code: every start compiles its components before it answers).
@@ -484,8 +486,27 @@ fn main() {
         server.finish();
         count
     };
+    // The same server with `read_file` compiled at run time, as a tool that is not bundled is: the
+    // first read before the bundled tools' code was built into the binary, in this run.
+    let root_dir = root.path().to_path_buf();
+    let compiling = Side {
+        name: "turngate, compiling as for a tool not bundled",
+        start: Box::new(move |cache| {
+            let mut command = Command::new(bin());
+            command
+                .args(["mcp", "--root"])
+                .arg(&root_dir)
+                .arg("--cache-dir")
+                .arg(cache)
+                .env("TURNGATE_TEST_IGNORE_PRECOMPILED", "1");
+            command
+        }),
+        tool: "read_file".into(),
+        arguments: json!({"path": "small.txt"}),
+        caches: true,
+    };
     let plugins = tempfile::tempdir().unwrap();
-    let mut sides = vec![turngate];
+    let mut sides = vec![turngate, compiling];
     sides.extend(peer(root.path(), plugins.path()));
     let rows: Vec<(&str, Rows)> = sides.iter().map(|s| (s.name, measure(s, tools))).collect();
 

@@ -13,7 +13,8 @@
 //! - [`own_program`], [`end_with_this_thread`] and [`end_with_parent`], to start this program again as a
 //!   compiler that does not outlive the server that started it;
 //! - [`lower_this_thread`], the priority of work done ahead (compiles nobody waits for yet);
-//! - [`release_freed_heap`], giving back to the system what a compile freed;
+//! - [`release_freed_heap`], giving back to the system what a compile freed, and [`release_read_only`],
+//!   dropping from the process the bundled tools' built-in code once it is in the cache;
 //! - [`flush_data`] and [`flush_entries`], what the journal's promise after a power loss rests on;
 //! - [`exchange_entries`] and [`rename_if_absent`], the renames the journal applies with, which say
 //!   when the system or the file system has none ([`RenameError::Unsupported`]: the journal then
@@ -47,7 +48,7 @@ pub(crate) use os::{
     descriptor_path, end_with_parent, end_with_this_thread, flush_data, flush_entries,
     lower_this_thread, own_program, release_freed_heap, wait_for_directory_renames,
 };
-pub(crate) use unix::{process_alive, process_mark};
+pub(crate) use unix::{process_alive, process_mark, release_read_only};
 
 /// This machine's identity (Linux: `/etc/machine-id`, else the host name; macOS: the host UUID). A
 /// call written ahead records it, so a root that several machines mount leaves each machine's calls to

@@ -1,5 +1,6 @@
 //! What every Unix provides alike: process IDs and the signal that probes them, reading a directory's
-//! entries, `/dev/fd`, `fsync`, and renames with flags where the system has them. macOS takes these
+//! entries, `/dev/fd`, `fsync`, renames with flags where the system has them, and dropping read-only
+//! pages of the program's own file from the process. macOS takes these
 //! paths; Linux takes them where it has nothing better, and all of them when a test asks
 //! (`TURNGATE_TEST_PLATFORM=posix`, `linux.rs`).
 
@@ -18,6 +19,28 @@ pub(crate) fn process_mark() -> String {
     match boot_id() {
         Some(boot) => format!("{pid}@{}", boot_prefix(boot)),
         None => pid.to_string(),
+    }
+}
+
+/// Drops from this process the pages wholly inside `bytes`, a part of the program's read-only data
+/// (`include_bytes!`) it has read once and will not soon read again: they stop counting in its
+/// resident memory, and a later read faults them in again from the program's file.
+pub(crate) fn release_read_only(bytes: &'static [u8]) {
+    // SAFETY: `sysconf` reads a constant of the system.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0);
+    if page == 0 {
+        return;
+    }
+    let start = (bytes.as_ptr() as usize).next_multiple_of(page);
+    let end = (bytes.as_ptr() as usize + bytes.len()) / page * page;
+    if end <= start {
+        return;
+    }
+    // SAFETY: the range is whole pages inside `bytes`, which is `'static` and never written (a
+    // read-only mapping of the program's file): a page dropped there reads the same when it is faulted
+    // in again. `madvise` changes nothing else.
+    unsafe {
+        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
     }
 }
 

@@ -107,7 +107,7 @@ impl Runtime {
         &self,
         sha256: &str,
         bytes: &[u8],
-        embedded: Option<&[u8]>,
+        embedded: Option<&'static [u8]>,
     ) -> wasmtime::Result<Component> {
         if let Some(component) = self.cached(sha256) {
             return Ok(component);
@@ -115,7 +115,9 @@ impl Runtime {
         if let Some(code) = embedded {
             // SAFETY: `code` was compiled by `build.rs` into this binary, by this wasmtime with this
             // engine's settings (`settings.rs`); wasmtime checks its header against this engine.
-            match unsafe { Component::deserialize(&self.engine, code) } {
+            let loaded = unsafe { Component::deserialize(&self.engine, code) };
+            super::precompiled::release(code);
+            match loaded {
                 Ok(component) => {
                     crate::test_hooks::embedded(sha256);
                     return Ok(component);

@@ -438,6 +438,7 @@ impl Sandbox {
         }
         if let Some(code) = self.embedded_code(edition, sha256) {
             cache.store_code(sha256, code);
+            precompiled::release(code);
             crate::test_hooks::embedded(sha256);
             return Ok(());
         }
@@ -470,6 +471,7 @@ impl Sandbox {
         let code = precompiled::code_of(sha256)?;
         let loads = self.embedded_loads[edition as usize].get_or_init(|| {
             let loaded = Compiler::new(edition).and_then(|compiler| compiler.loads(code));
+            precompiled::release(code);
             if let Err(e) = &loaded {
                 tracing::info!(
                     "compiling the bundled tools: the code built in does not load here: {e:#}"

@@ -19,3 +19,10 @@ pub(super) fn code_of(sha256: &str) -> Option<&'static [u8]> {
         .find(|(digest, _)| *digest == sha256)
         .map(|(_, code)| *code)
 }
+
+/// Drops the pages of `code` (an entry of [`code_of`]) that this process read, once the code is in
+/// the cache or loaded: the binary's pages would otherwise stay in its resident memory (10 MiB for
+/// every bundled tool) though nothing reads them again.
+pub(super) fn release(code: &'static [u8]) {
+    crate::platform::release_read_only(code);
+}
