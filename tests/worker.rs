@@ -1087,3 +1087,215 @@ fn a_submitter_waits_on_through_a_broker_restart() {
     assert_eq!(report["calls"][0]["status"], "ok", "{report}");
     assert_eq!(setup.read("late.txt").as_deref(), Some("late"));
 }
+
+/// The questions waiting in the deployment's approvals stream (none while it does not exist yet).
+fn waiting_questions(url: &str) -> Vec<turngate::worker::approvals::FleetQuestion> {
+    runtime().block_on(async {
+        let client = async_nats::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        if js.get_stream(format!("{PREFIX}_approvals")).await.is_err() {
+            return Vec::new();
+        }
+        approvals(js).await.waiting().await.unwrap()
+    })
+}
+
+async fn approvals(
+    js: async_nats::jetstream::Context,
+) -> turngate::worker::approvals::FleetApprovals {
+    turngate::worker::approvals::FleetApprovals::open(js, Settings::default().names)
+        .await
+        .unwrap()
+}
+
+/// Answers the published question `digest` as a console or `submit --wait` would.
+fn answer_question(
+    url: &str,
+    digest: &turngate::digest::Sha256Digest,
+    approved: bool,
+) -> turngate::worker::approvals::FleetAnswer {
+    runtime().block_on(async {
+        let client = async_nats::connect(url).await.unwrap();
+        approvals(async_nats::jetstream::new(client))
+            .await
+            .answer(digest, approved)
+            .await
+            .unwrap()
+    })
+}
+
+/// Waits until one question of job `id` is published, and returns it.
+fn question_of(setup: &Setup, id: &str) -> turngate::worker::approvals::FleetQuestion {
+    let mut found = Vec::new();
+    let asked = wait_until(Duration::from_secs(30), || {
+        found = waiting_questions(&setup.nats.url());
+        found.iter().any(|q| q.job == id)
+    });
+    assert!(asked, "job {id} asked nothing: {found:#?}");
+    found.into_iter().find(|q| q.job == id).unwrap()
+}
+
+/// A write the policy asks about, in a job of its own.
+fn asked_write(setup: &mut Setup, content: &str) -> String {
+    let policy = setup.dir.path().join("ask.toml");
+    std::fs::write(
+        &policy,
+        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+    )
+    .unwrap();
+    setup.spec.policy = Some(policy);
+    let calls = [(
+        "w1".to_owned(),
+        "write_file",
+        json!({"path": "asked.txt", "content": content}),
+    )];
+    anthropic_turn(&calls, false)
+}
+
+#[test]
+fn a_call_the_policy_asks_about_waits_for_its_answer_in_jetstream() {
+    let Some(mut setup) = Setup::new("a_call_the_policy_asks_about_waits_for_its_answer") else {
+        return;
+    };
+    let turn = asked_write(&mut setup, "yes please");
+    let _worker = setup.spec.spawn(&[]);
+    setup.submit("ask-yes", &turn);
+    let question = question_of(&setup, "ask-yes");
+    assert_eq!(question.request["tool"], "write_file", "{question:#?}");
+    assert_eq!(question.request["id"], "w1");
+    // Published, not answered: nothing is written and the job is not answered.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(setup.read("asked.txt"), None);
+    assert!(setup.results().is_empty());
+    // A digest nobody asked is not answered; the question's is, once: the first answer stands.
+    let unknown = turngate::digest::Sha256Digest::of(b"not asked");
+    assert_eq!(
+        answer_question(&setup.nats.url(), &unknown, true),
+        turngate::worker::approvals::FleetAnswer::NotAsked
+    );
+    assert_eq!(
+        answer_question(&setup.nats.url(), &question.digest, true),
+        turngate::worker::approvals::FleetAnswer::Recorded
+    );
+    assert_eq!(
+        answer_question(&setup.nats.url(), &question.digest, false),
+        turngate::worker::approvals::FleetAnswer::AlreadyAnswered(true)
+    );
+    let first_digest = question.digest;
+    let results = setup.answered("ask-yes", Duration::from_secs(30));
+    assert_eq!(setup.read("asked.txt").as_deref(), Some("yes please"));
+    let report = &results.iter().find(|r| r.kind == "report").unwrap().payload;
+    assert_eq!(report["calls"][0]["status"], "ok", "{report}");
+    assert!(waiting_questions(&setup.nats.url()).is_empty());
+
+    // A no is final: the call is denied and writes nothing.
+    let other = asked_write(&mut setup, "no thanks");
+    setup.submit("ask-no", &other);
+    let question = question_of(&setup, "ask-no");
+    answer_question(&setup.nats.url(), &question.digest, false);
+    let results = setup.answered("ask-no", Duration::from_secs(30));
+    let report = &results.iter().find(|r| r.kind == "report").unwrap().payload;
+    assert_eq!(report["calls"][0]["status"], "error", "{report}");
+    let reason = report["calls"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("did not give approval"), "{report}");
+    assert_eq!(setup.read("asked.txt").as_deref(), Some("yes please"));
+
+    // A yes lets one call through: the same call asked again (the same input, the file as it was
+    // then, so the same digest) is a new question, not answered by the first yes.
+    #[allow(clippy::disallowed_methods)] // the test puts the root back as it was, from outside
+    std::fs::remove_file(setup.root().join("asked.txt")).unwrap();
+    setup.submit("ask-again", &turn);
+    let again = question_of(&setup, "ask-again");
+    assert_eq!(again.digest, first_digest);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(setup.read("asked.txt"), None);
+    assert_eq!(
+        answer_question(&setup.nats.url(), &again.digest, true),
+        turngate::worker::approvals::FleetAnswer::Recorded
+    );
+    setup.answered("ask-again", Duration::from_secs(30));
+    assert_eq!(setup.read("asked.txt").as_deref(), Some("yes please"));
+}
+
+#[test]
+fn a_worker_killed_while_its_question_waits_leaves_it_and_the_yes_applies_once() {
+    let Some(mut setup) = Setup::new("a_worker_killed_while_its_question_waits") else {
+        return;
+    };
+    setup.spec.ack_wait_ms = 1_000;
+    let turn = asked_write(&mut setup, "asked once");
+    let mut first = setup.spec.spawn(&[]);
+    setup.submit("ask-killed", &turn);
+    let question = question_of(&setup, "ask-killed");
+    first.kill();
+    // The worker is gone; its question is not, and is answered meanwhile.
+    assert_eq!(
+        answer_question(&setup.nats.url(), &question.digest, true),
+        turngate::worker::approvals::FleetAnswer::Recorded
+    );
+    assert_eq!(setup.read("asked.txt"), None);
+    // The next worker runs the job again, asks the same question, finds its yes and applies once.
+    let _second = setup.spec.spawn(&[]);
+    let results = setup.answered("ask-killed", Duration::from_secs(60));
+    assert_eq!(setup.read("asked.txt").as_deref(), Some("asked once"));
+    let report = &results.iter().find(|r| r.kind == "report").unwrap().payload;
+    assert_eq!(report["calls"][0]["status"], "ok", "{report}");
+    let applied = journal(&setup.root())
+        .iter()
+        .filter(|e| e.turn.as_deref() == Some("ask-killed"))
+        .count();
+    assert_eq!(applied, 1);
+    let calls: Vec<_> = results.iter().filter(|r| r.kind == "call").collect();
+    assert_eq!(calls.len(), 1, "{results:#?}");
+}
+
+#[test]
+fn a_worker_stopped_while_its_question_waits_hands_the_job_back_and_the_question_stays() {
+    let Some(mut setup) = Setup::new("a_worker_stopped_while_its_question_waits") else {
+        return;
+    };
+    let turn = asked_write(&mut setup, "after the stop");
+    let mut first = setup.spec.spawn(&[]);
+    setup.submit("ask-stopped", &turn);
+    let question = question_of(&setup, "ask-stopped");
+    // Stopped as an operator stops it: the job goes back unanswered, the question stays unanswered.
+    signal(&first.child, "TERM");
+    assert!(
+        first.wait_exit(Duration::from_secs(30)),
+        "the worker did not stop"
+    );
+    assert!(setup.results().is_empty(), "{:#?}", setup.results());
+    let waiting = waiting_questions(&setup.nats.url());
+    assert_eq!(waiting.len(), 1, "{waiting:#?}");
+    assert_eq!(waiting[0].digest, question.digest);
+    let _second = setup.spec.spawn(&[]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(setup.read("asked.txt"), None);
+    answer_question(&setup.nats.url(), &question.digest, true);
+    setup.answered("ask-stopped", Duration::from_secs(60));
+    assert_eq!(setup.read("asked.txt").as_deref(), Some("after the stop"));
+}
+
+#[test]
+fn a_question_not_answered_by_its_deadline_is_denied_for_good() {
+    let Some(mut setup) = Setup::new("a_question_not_answered_by_its_deadline") else {
+        return;
+    };
+    let turn = asked_write(&mut setup, "too late");
+    let policy = setup.spec.policy.clone().unwrap();
+    let mut text = std::fs::read_to_string(&policy).unwrap();
+    text.insert_str(0, "approval_timeout_seconds = 1\n");
+    std::fs::write(&policy, text).unwrap();
+    let _worker = setup.spec.spawn(&[]);
+    setup.submit("ask-late", &turn);
+    let question = question_of(&setup, "ask-late");
+    let results = setup.answered("ask-late", Duration::from_secs(30));
+    let report = &results.iter().find(|r| r.kind == "report").unwrap().payload;
+    assert_eq!(report["calls"][0]["status"], "error", "{report}");
+    assert_eq!(setup.read("asked.txt"), None);
+    // The no is recorded: a yes given after the deadline does not stand.
+    assert_eq!(
+        answer_question(&setup.nats.url(), &question.digest, true),
+        turngate::worker::approvals::FleetAnswer::AlreadyAnswered(false)
+    );
+}

@@ -75,7 +75,7 @@ async fn answer(
                 let answer = match job {
                     Ok(job) => {
                         worker
-                            .answer(&job, Mode::DeadLetter(advisory.deliveries))
+                            .answer(js, &job, Mode::DeadLetter(advisory.deliveries))
                             .await?
                     }
                     Err((id, error)) => {

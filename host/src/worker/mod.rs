@@ -15,6 +15,8 @@
 //!   with de-duplication IDs; the job is acked (with confirmation) only once every publish is acked.
 //! * [`dead`]: a job delivered `max_deliver` times without an ack is still answered, from the journal
 //!   and with the calls that never applied marked not run.
+//! * [`approvals`]: a call the policy asks about is asked through JetStream ([`approvals::FleetApprover`]),
+//!   answered from anywhere the server is reached, and its question outlives the worker that asked.
 //! * [`names::Names`]: every subject, stream and consumer name, from one prefix per tenant.
 //!
 //! Why this is exactly once per call ID (ARCHITECTURE.md has the argument per crash point): an
@@ -23,6 +25,7 @@
 //! a redelivered job replays what was applied; and results are de-duplicated by their message IDs.
 
 pub mod answer;
+pub mod approvals;
 pub mod dead;
 pub mod job;
 pub mod names;

@@ -11,6 +11,7 @@
 //! | results stream (limits, file storage) | `P_results`, subjects `P.results.>` |
 //! | answers to jobs without a usable ID | `P.results._invalid` |
 //! | dead letters: JetStream's max-deliveries advisories for the consumer | stream `P_dead` |
+//! | questions of `approval = "ask"`, their answers, yeses taken (`approvals.rs`) | `P.approvals.{ask,answer,used}.<sha256>`, stream `P_approvals` |
 
 /// The prefix when none is given.
 pub const DEFAULT_PREFIX: &str = "turngate";
@@ -81,6 +82,30 @@ impl Names {
     /// The subject of answers to jobs that carry no usable ID.
     pub fn invalid_results_subject(&self) -> String {
         format!("{}.results._invalid", self.prefix)
+    }
+
+    /// The stream holding the published approvals.
+    pub fn approvals_stream(&self) -> String {
+        format!("{}_approvals", self.prefix)
+    }
+
+    /// The subjects of the approvals stream.
+    pub fn approvals_subjects(&self) -> String {
+        format!("{}.approvals.>", self.prefix)
+    }
+
+    /// The subject of one approval's `kind` (`ask`, `answer` or `used`).
+    pub(crate) fn approval_subject(
+        &self,
+        kind: &str,
+        digest: &crate::digest::Sha256Digest,
+    ) -> String {
+        format!("{}.approvals.{kind}.{}", self.prefix, digest.hex())
+    }
+
+    /// The subjects of every approval's `kind`.
+    pub(crate) fn approval_subject_all(&self, kind: &str) -> String {
+        format!("{}.approvals.{kind}.*", self.prefix)
     }
 
     /// The stream capturing the consumer's max-deliveries advisories.

@@ -35,6 +35,7 @@ use futures_util::StreamExt;
 
 use super::WorkerError;
 use super::answer::{Answer, stored_report};
+use super::approvals::{FleetApprovals, FleetApprover};
 use super::job::Job;
 use super::setup::{self, Settings};
 use crate::cancel::Cancel;
@@ -204,7 +205,7 @@ impl Worker {
                 ));
             } else {
                 let answer = match &job {
-                    Ok(job) => self.answer(job, Mode::Run).await?,
+                    Ok(job) => self.answer(js, job, Mode::Run).await?,
                     Err((id, error)) => {
                         Answer::refused(names, id.as_deref(), seq, &error.to_string())
                     }
@@ -234,7 +235,12 @@ impl Worker {
 
     /// The answer to one job: gated and run (or, for a dead letter, read from the journal) under the
     /// root's lease.
-    pub(crate) async fn answer(&self, job: &Job, mode: Mode) -> Result<Answer, WorkerError> {
+    pub(crate) async fn answer(
+        &self,
+        js: &Context,
+        job: &Job,
+        mode: Mode,
+    ) -> Result<Answer, WorkerError> {
         let names = &self.settings.names;
         let root = match Root::open_in(&self.roots, &self.roots_path, &job.root) {
             Ok(root) => root,
@@ -283,8 +289,11 @@ impl Worker {
                     }
                     Ok::<_, EffectError>(found)
                 };
+                let approvals = FleetApprovals::unopened(js.clone(), names.clone());
+                let approver =
+                    FleetApprover::new(approvals, &job.id, self.policy.approval_timeout());
                 let hooks = TurnHooks {
-                    approver: None,
+                    approver: Some(&approver),
                     cancel: Some(&self.stop),
                 };
                 let report = process_turn_recorded(

@@ -1,0 +1,325 @@
+//! `approval = "ask"` on workers: the question published in JetStream under the deployment's prefix,
+//! answered from wherever the server is reached, and kept there when the worker that asked goes.
+//!
+//! The stream `P_approvals` (file storage) holds, for each question, up to three subjects named by the
+//! question's digest ([`ApprovalRequest::digest`]: the SHA-256 of exactly what is shown: call ID,
+//! tool, input, paths, staged changes or held request):
+//!
+//! * `P.approvals.ask.<sha256>`: the question ([`FleetQuestion`]: what is shown, the job, the deadline);
+//! * `P.approvals.answer.<sha256>`: `yes` or `no`;
+//! * `P.approvals.used.<sha256>`: a yes taken by the call it let through.
+//!
+//! Each is published only where its subject holds nothing yet (JetStream's expected last subject
+//! sequence 0), so the first question, the first answer and the first taker stand: a no is final, and a
+//! yes lets one call through. A worker stopped while its question waits hands its job back and the
+//! question stays; the worker that runs the job again asks the same digest, finds the question (and its
+//! deadline) and any answer given meanwhile. A question not answered by its deadline (the policy's
+//! `approval_timeout_seconds` from its first ask) is answered no, by whichever worker sees it first. The
+//! same call asked again after its yes was taken is a new question (the digest's subjects are purged).
+//! The wait holds the root's lease but not the job's delivery: the job's in-progress acks go on.
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{DeliverPolicy, pull};
+use async_nats::jetstream::context::{Context, PublishErrorKind};
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::stream::{self, LastRawMessageErrorKind, StorageType, Stream};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use super::WorkerError;
+use super::names::Names;
+use crate::approval::{ApprovalFuture, ApprovalRequest, Approver};
+use crate::digest::Sha256Digest;
+
+/// How long a question and its answers are kept (the longest approval timeout a policy should set).
+const KEPT_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// What the published question holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FleetQuestion {
+    /// The digest of what is shown, which an answer names.
+    pub digest: Sha256Digest,
+    /// The job that asked.
+    pub job: String,
+    /// What is shown ([`ApprovalRequest::to_json`]).
+    pub request: serde_json::Value,
+    /// When it is answered no if nobody answered, in milliseconds since the Unix epoch.
+    pub deadline_ms: u64,
+}
+
+/// What became of an answer given through [`FleetApprovals::answer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetAnswer {
+    /// Recorded: it is the question's answer.
+    Recorded,
+    /// The question had an answer already, which stands (`true`: yes).
+    AlreadyAnswered(bool),
+    /// No such question is published.
+    NotAsked,
+}
+
+/// A deployment's published questions.
+#[derive(Clone)]
+pub struct FleetApprovals {
+    js: Context,
+    names: Names,
+}
+
+impl FleetApprovals {
+    /// The questions of the deployment `names` names, creating its stream when missing.
+    pub async fn open(js: Context, names: Names) -> Result<FleetApprovals, WorkerError> {
+        let approvals = FleetApprovals::unopened(js, names);
+        approvals.ensure_stream().await?;
+        Ok(approvals)
+    }
+
+    /// The same, its stream not looked at yet (a worker's jobs open it at their first question).
+    pub(crate) fn unopened(js: Context, names: Names) -> FleetApprovals {
+        FleetApprovals { js, names }
+    }
+
+    async fn ensure_stream(&self) -> Result<(), WorkerError> {
+        let config = stream::Config {
+            name: self.names.approvals_stream(),
+            subjects: vec![self.names.approvals_subjects()],
+            storage: StorageType::File,
+            max_age: KEPT_FOR,
+            ..Default::default()
+        };
+        if let Err(error) = self.js.get_or_create_stream(config).await {
+            // Made by another process meanwhile (as in `setup::ensure_streams`).
+            self.js
+                .get_stream(self.names.approvals_stream())
+                .await
+                .map_err(|_| WorkerError::nats("creating the approvals stream")(&error))?;
+        }
+        Ok(())
+    }
+
+    async fn stream(&self) -> Result<Stream, WorkerError> {
+        self.js
+            .get_stream(self.names.approvals_stream())
+            .await
+            .map_err(|e| WorkerError::nats("opening the approvals stream")(&e))
+    }
+
+    /// Publishes `payload` on `subject` only if the subject holds nothing yet: `false` when it did.
+    async fn publish_first(&self, subject: String, payload: Bytes) -> Result<bool, WorkerError> {
+        let message = PublishMessage::build()
+            .expected_last_subject_sequence(0)
+            .payload(payload);
+        let acked = self
+            .js
+            .send_publish(subject, message)
+            .await
+            .map_err(|e| WorkerError::nats("publishing an approval")(&e))?
+            .await;
+        match acked {
+            Ok(_) => Ok(true),
+            Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => Ok(false),
+            Err(error) => Err(WorkerError::nats("publishing an approval")(&error)),
+        }
+    }
+
+    /// What `subject` holds, if anything.
+    async fn last(&self, subject: &str) -> Result<Option<Bytes>, WorkerError> {
+        match self
+            .stream()
+            .await?
+            .get_last_raw_message_by_subject(subject)
+            .await
+        {
+            Ok(message) => Ok(Some(message.payload)),
+            Err(error) if error.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(error) => Err(WorkerError::nats("reading an approval")(&error)),
+        }
+    }
+
+    /// The question published for `digest`, if it is (and reads as one).
+    pub async fn question(
+        &self,
+        digest: &Sha256Digest,
+    ) -> Result<Option<FleetQuestion>, WorkerError> {
+        let found = self
+            .last(&self.names.approval_subject("ask", digest))
+            .await?;
+        Ok(found.and_then(|payload| serde_json::from_slice(&payload).ok()))
+    }
+
+    /// The answer given to `digest`, if any (`true`: yes).
+    pub async fn answer_of(&self, digest: &Sha256Digest) -> Result<Option<bool>, WorkerError> {
+        let found = self
+            .last(&self.names.approval_subject("answer", digest))
+            .await?;
+        Ok(found.map(|payload| payload.as_ref() == b"yes"))
+    }
+
+    /// Answers the published question `digest`; the first answer stands.
+    pub async fn answer(
+        &self,
+        digest: &Sha256Digest,
+        approved: bool,
+    ) -> Result<FleetAnswer, WorkerError> {
+        if self.question(digest).await?.is_none() {
+            return Ok(FleetAnswer::NotAsked);
+        }
+        let word = if approved { "yes" } else { "no" };
+        let subject = self.names.approval_subject("answer", digest);
+        if self.publish_first(subject, Bytes::from(word)).await? {
+            return Ok(FleetAnswer::Recorded);
+        }
+        let standing = self.answer_of(digest).await?.unwrap_or(false);
+        Ok(FleetAnswer::AlreadyAnswered(standing))
+    }
+
+    /// Every published question without an answer yet, oldest first.
+    pub async fn waiting(&self) -> Result<Vec<FleetQuestion>, WorkerError> {
+        let stream = self.stream().await?;
+        let consumer = stream
+            .create_consumer(pull::OrderedConfig {
+                filter_subject: self.names.approval_subject_all("ask"),
+                deliver_policy: DeliverPolicy::LastPerSubject,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| WorkerError::nats("listing approvals")(&e))?;
+        let mut consumer = consumer;
+        let pending = consumer
+            .info()
+            .await
+            .map_err(|e| WorkerError::nats("listing approvals")(&e))?
+            .num_pending;
+        let mut questions = Vec::new();
+        if pending == 0 {
+            return Ok(questions);
+        }
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| WorkerError::nats("listing approvals")(&e))?;
+        while let Some(message) = messages.next().await {
+            let message = message.map_err(|e| WorkerError::nats("listing approvals")(&e))?;
+            let last = message.info().map_or(true, |info| info.pending == 0);
+            if let Ok(question) = serde_json::from_slice::<FleetQuestion>(&message.payload)
+                && self.answer_of(&question.digest).await?.is_none()
+            {
+                questions.push(question);
+            }
+            if last {
+                break;
+            }
+        }
+        Ok(questions)
+    }
+
+    /// Publishes the question for `request` (asked by `job`, to be answered within `timeout`), or finds
+    /// the one published before (its deadline stands); a question whose yes was taken is asked anew.
+    async fn ask(
+        &self,
+        request: &ApprovalRequest<'_>,
+        job: &str,
+        timeout: Duration,
+    ) -> Result<FleetQuestion, WorkerError> {
+        self.ensure_stream().await?;
+        let digest = request.digest();
+        if self
+            .last(&self.names.approval_subject("used", &digest))
+            .await?
+            .is_some()
+        {
+            let stream = self.stream().await?;
+            for kind in ["ask", "answer", "used"] {
+                stream
+                    .purge()
+                    .filter(self.names.approval_subject(kind, &digest))
+                    .await
+                    .map_err(|e| WorkerError::nats("asking again")(&e))?;
+            }
+        }
+        let question = FleetQuestion {
+            digest,
+            job: job.to_owned(),
+            request: request.to_json(),
+            deadline_ms: now_ms().saturating_add(millis(timeout)),
+        };
+        let payload = serde_json::to_vec(&question).expect("a question serializes");
+        let subject = self.names.approval_subject("ask", &question.digest);
+        if self.publish_first(subject, payload.into()).await? {
+            return Ok(question);
+        }
+        Ok(self.question(&question.digest).await?.unwrap_or(question))
+    }
+
+    /// Takes the yes of `digest` for one call: `false` when another call took it first.
+    async fn take_yes(&self, digest: &Sha256Digest) -> Result<bool, WorkerError> {
+        let subject = self.names.approval_subject("used", digest);
+        self.publish_first(subject, Bytes::from_static(b"used"))
+            .await
+    }
+}
+
+/// Asks a job's calls through the deployment's published questions.
+pub struct FleetApprover {
+    approvals: FleetApprovals,
+    job: String,
+    timeout: Duration,
+}
+
+impl FleetApprover {
+    /// How often a wait looks for an answer.
+    pub const LOOK_EVERY: Duration = Duration::from_millis(20);
+
+    /// Asks for `job`'s calls; a question waits at most `timeout` from its first ask. A call whose
+    /// question cannot be published or whose answer cannot be read is denied (and that logged).
+    pub fn new(approvals: FleetApprovals, job: &str, timeout: Duration) -> FleetApprover {
+        FleetApprover {
+            approvals,
+            job: job.to_owned(),
+            timeout,
+        }
+    }
+
+    async fn decide(&self, request: &ApprovalRequest<'_>) -> Result<bool, WorkerError> {
+        let question = self.approvals.ask(request, &self.job, self.timeout).await?;
+        tracing::info!(
+            "job {}: waiting for the answer to approval {}",
+            self.job,
+            question.digest
+        );
+        loop {
+            if let Some(approved) = self.approvals.answer_of(&question.digest).await? {
+                return Ok(approved && self.approvals.take_yes(&question.digest).await?);
+            }
+            if now_ms() >= question.deadline_ms {
+                // Whoever comes first records the no; an answer given just before stands.
+                self.approvals.answer(&question.digest, false).await?;
+                continue;
+            }
+            tokio::time::sleep(Self::LOOK_EVERY).await;
+        }
+    }
+}
+
+impl Approver for FleetApprover {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        Box::pin(async move {
+            match self.decide(request).await {
+                Ok(approved) => approved,
+                Err(error) => {
+                    tracing::warn!("job {}: approval denied: {error}", self.job);
+                    false
+                }
+            }
+        })
+    }
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(crate::audit::now_ms()).unwrap_or(u64::MAX)
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
