@@ -5,6 +5,7 @@
 //! (the token, Host, Origin, CSRF, the security headers, escaping).
 
 mod common;
+mod worker_support;
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -57,6 +58,15 @@ impl Reply {
 
 impl Served {
     fn start() -> Served {
+        Served::start_with(|_| None)
+    }
+
+    /// A console that also lists the questions `fleet` opens (on the console's runtime).
+    fn start_with(
+        fleet: impl FnOnce(
+            &tokio::runtime::Runtime,
+        ) -> Option<turngate::worker::approvals::FleetApprovals>,
+    ) -> Served {
         let ws = Workspace::new();
         let log = ws.dir.path().join("audit.jsonl");
         std::fs::write(&log, "").unwrap();
@@ -65,6 +75,7 @@ impl Served {
             .enable_all()
             .build()
             .unwrap();
+        let fleet = fleet(&runtime);
         let options = ConsoleOptions {
             root: Root::open(ws.root_path()).unwrap(),
             audit_log: Some(log.clone()),
@@ -75,6 +86,7 @@ impl Served {
                     .component_file(env!("TURNGATE_TEST_GUEST_NOOP"))
                     .unwrap(),
             )),
+            fleet,
         };
         let console = runtime
             .block_on(Console::bind("127.0.0.1:0".parse().unwrap(), options))
@@ -1563,4 +1575,139 @@ fn in_a_browser_no_token_a_rebound_host_a_foreign_page_or_no_csrf_token_is_refus
             .all(|c| c["state"] == "applied"),
         "nothing was undone: {page}"
     );
+}
+
+/// A console beside a worker fleet (a NATS server of its own, a roots directory, a policy that asks
+/// before `write_file`), and a worker whose job `fleet-1` has published its question.
+struct Fleet {
+    served: Served,
+    roots: tempfile::TempDir,
+    spec: worker_support::WorkerSpec,
+    asked: worker_support::WorkerProcess,
+    _nats: worker_support::Nats,
+}
+
+impl Fleet {
+    fn start(test: &str) -> Option<Fleet> {
+        use worker_support::{Nats, WorkerSpec, anthropic_turn, nats_server_binary, submit_job};
+        let nats = Nats::start(nats_server_binary(test)?);
+        let roots = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(roots.path().join("r1")).unwrap();
+        let policy = roots.path().join("ask.toml");
+        std::fs::write(
+            &policy,
+            "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+        )
+        .unwrap();
+        let mut spec = WorkerSpec::new(nats.url(), roots.path());
+        spec.policy = Some(policy);
+        spec.ack_wait_ms = 1_000;
+        let url = nats.url();
+        let served = Served::start_with(|runtime| {
+            runtime.block_on(async {
+                let js = async_nats::jetstream::new(async_nats::connect(&url).await.unwrap());
+                Some(
+                    turngate::worker::approvals::FleetApprovals::open(js, Default::default())
+                        .await
+                        .unwrap(),
+                )
+            })
+        });
+        let asked = spec.spawn(&[]);
+        let calls = [(
+            "f1".to_owned(),
+            "write_file",
+            json!({"path": "fleet.txt", "content": "from the page"}),
+        )];
+        let job = turngate::worker::job::Job {
+            id: "fleet-1".into(),
+            provider: turngate::Provider::Anthropic,
+            root: "r1".into(),
+            forced_tool_choice: false,
+            max_output_tokens: None,
+            stream: anthropic_turn(&calls, false).into(),
+        };
+        served
+            .runtime
+            .block_on(submit_job(&nats.url(), &Default::default(), &job));
+        Some(Fleet {
+            served,
+            roots,
+            spec,
+            asked,
+            _nats: nats,
+        })
+    }
+
+    fn written(&self) -> Option<String> {
+        std::fs::read_to_string(self.roots.path().join("r1/fleet.txt")).ok()
+    }
+
+    /// Starts the next worker and waits until it has applied the job's call; the journal's entries.
+    fn applied_by_the_next_worker(&self) -> usize {
+        let _next = self.spec.spawn(&[]);
+        let root = self.roots.path().join("r1");
+        let applied = worker_support::wait_until(Duration::from_secs(60), || {
+            !worker_support::journal(&root).is_empty() && self.written().is_some()
+        });
+        assert!(applied, "the next worker did not apply the approved call");
+        worker_support::journal(&root).len()
+    }
+}
+
+/// A worker fleet's question beside the root's: shown with its job, answered from the page while the
+/// worker that asked is dead, and applied once by the worker that runs the job next.
+#[test]
+fn a_fleet_s_question_is_answered_from_the_page_after_its_worker_died_and_applies_once() {
+    let Some(mut fleet) = Fleet::start("a_fleet_s_question_is_answered_from_the_page") else {
+        return;
+    };
+    let served = &fleet.served;
+    let cookie = served.login();
+    let question = waiting(served, &cookie, 1).remove(0);
+    assert_eq!(question["fleet"], true, "{question}");
+    assert_eq!(question["turn"], "fleet-1");
+    assert_eq!(question["request"]["id"], "f1");
+    assert_eq!(question["request"]["changes"][0]["path"], "fleet.txt");
+    fleet.asked.kill();
+    let digest = question["digest"].as_str().unwrap().to_owned();
+    let reply = served.answer(&cookie, json!([{"digest": digest, "approve": true}]));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(waiting(served, &cookie, 0).len(), 0);
+    assert_eq!(fleet.written(), None, "applied with no worker running");
+    assert_eq!(fleet.applied_by_the_next_worker(), 1);
+    assert_eq!(fleet.written().as_deref(), Some("from the page"));
+    // The first answer stands: the page cannot answer it again.
+    let again = fleet
+        .served
+        .answer(&cookie, json!([{"digest": digest, "approve": false}]));
+    assert_eq!(again.status, 409, "{again:?}");
+}
+
+#[test]
+#[ignore = "needs Debian's chromium and chromium-driver: the README's second test command"]
+fn in_a_browser_a_fleet_s_question_is_approved_after_its_worker_died_and_applies_once() {
+    let Some(mut fleet) = Fleet::start("in_a_browser_a_fleet_s_question_is_approved") else {
+        return;
+    };
+    let browser = Browser::start();
+    browser.open(&page_url(&fleet.served));
+    browser.until(
+        "the fleet's question on the page",
+        "return document.querySelector('#questions .question') !== null",
+    );
+    let shown = browser.run("return document.getElementById('questions').innerText");
+    let shown = shown.as_str().unwrap();
+    assert!(
+        shown.contains("Job fleet-1 (worker fleet)") && shown.contains("+from the page"),
+        "{shown}"
+    );
+    browser.screenshot("approvals-fleet");
+    fleet.asked.kill();
+    browser.click("#questions", "Approve");
+    let said = browser.status();
+    assert!(said.starts_with("answered"), "{said}");
+    assert_eq!(fleet.written(), None, "applied with no worker running");
+    assert_eq!(fleet.applied_by_the_next_worker(), 1);
+    assert_eq!(fleet.written().as_deref(), Some("from the page"));
 }

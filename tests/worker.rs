@@ -5,6 +5,9 @@
 
 #[path = "common/pipe.rs"]
 mod pipe;
+#[allow(dead_code)] // the terminal helpers this suite does not need
+#[path = "common/terminal.rs"]
+mod terminal;
 mod worker_support;
 
 use std::path::{Path, PathBuf};
@@ -1298,4 +1301,47 @@ fn a_question_not_answered_by_its_deadline_is_denied_for_good() {
         answer_question(&setup.nats.url(), &question.digest, true),
         turngate::worker::approvals::FleetAnswer::AlreadyAnswered(false)
     );
+}
+
+/// `turngate submit --wait` on a terminal asks its job's questions there: a yes applies, a no denies.
+#[test]
+fn submit_wait_asks_its_job_s_questions_on_its_terminal() {
+    let Some(mut setup) = Setup::new("submit_wait_asks_its_job_s_questions_on_its_terminal") else {
+        return;
+    };
+    let turns = [("term-yes", "typed yes", "y"), ("term-no", "typed no", "n")]
+        .map(|(job, content, typed)| (job, content, typed, asked_write(&mut setup, content)));
+    let _worker = setup.spec.spawn(&[]);
+    for (job, content, typed, turn) in turns {
+        let stream = setup.dir.path().join(format!("{job}.sse"));
+        std::fs::write(&stream, turn).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_turngate"));
+        command
+            .args([
+                "submit",
+                "--nats",
+                &setup.nats.url(),
+                "--provider",
+                "anthropic",
+            ])
+            .args(["--root", "r1", "--job-id", job, "--wait"])
+            .arg(&stream);
+        let mut terminal = terminal::OnTerminal::spawn(command);
+        terminal.wait_for("Apply them? [y/N]");
+        assert!(
+            terminal.seen.contains(&format!("+{content}")) && terminal.seen.contains(job),
+            "{}",
+            terminal.seen
+        );
+        terminal.type_line(typed);
+        let (code, stdout) = terminal.finish();
+        let report: Value = serde_json::from_str(&stdout).unwrap();
+        let status = &report["calls"][0]["status"];
+        if typed == "y" {
+            assert_eq!((code, status.as_str()), (Some(0), Some("ok")), "{report}");
+        } else {
+            assert_eq!(status, "error", "{report}");
+        }
+    }
+    assert_eq!(setup.read("asked.txt").as_deref(), Some("typed yes"));
 }

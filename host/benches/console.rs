@@ -155,6 +155,7 @@ fn main() {
             audit_log: None,
             token: Some(TOKEN.into()),
             tools: None,
+            fleet: None,
         };
         let console = runtime
             .block_on(Console::bind("127.0.0.1:0".parse().unwrap(), options))

@@ -90,19 +90,25 @@ impl Approver for TerminalApprover {
                 );
                 return false;
             }
-            // A thread of its own, not the runtime's blocking pool: a question left open by a
-            // cancel must not keep the process from exiting while it waits for a line.
-            let (answered, answer) = tokio::sync::oneshot::channel();
-            std::thread::spawn(move || {
-                eprint!("{question}");
-                let mut line = String::new();
-                let yes = std::io::stdin().lock().read_line(&mut line).is_ok()
-                    && matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes");
-                let _ = answered.send(yes);
-            });
-            answer.await.unwrap_or(false)
+            ask_on_terminal(question).await
         })
     }
+}
+
+/// Writes `question` to standard error and reads the answer from the terminal: `true` for `y` or
+/// `yes`, anything else (or nothing) is a no.
+pub(crate) async fn ask_on_terminal(question: String) -> bool {
+    // A thread of its own, not the runtime's blocking pool: a question left open by a cancel must not
+    // keep the process from exiting while it waits for a line.
+    let (answered, answer) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        eprint!("{question}");
+        let mut line = String::new();
+        let yes = std::io::stdin().lock().read_line(&mut line).is_ok()
+            && matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes");
+        let _ = answered.send(yes);
+    });
+    answer.await.unwrap_or(false)
 }
 
 /// Where `run`, `call` and `agent` ask (`--approve-in`).

@@ -8,6 +8,8 @@ use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use turngate::Root;
 use turngate::console::{Console, ConsoleOptions};
+use turngate::worker::approvals::FleetApprovals;
+use turngate::worker::names::{DEFAULT_PREFIX, Names};
 
 use crate::EXIT_OK;
 
@@ -28,6 +30,13 @@ pub struct ConsoleArgs {
     policy: Option<PathBuf>,
     #[command(flatten)]
     toolbox: crate::ToolboxArgs,
+    /// A worker fleet's NATS server (`nats://host:port`): its questions (`approval = "ask"` on
+    /// workers) are listed and answered beside the root's.
+    #[arg(long, value_name = "URL")]
+    nats: Option<String>,
+    /// The fleet's prefix (with --nats).
+    #[arg(long, default_value = DEFAULT_PREFIX, requires = "nats")]
+    prefix: String,
 }
 
 /// Serves the console until the process is stopped; prints its address, with the token, first.
@@ -46,11 +55,23 @@ pub async fn serve(args: ConsoleArgs) -> Result<ExitCode> {
     // The tools the page lists: what `run` and `mcp` with the same flags load.
     let policy = crate::load_policy(args.policy.as_ref())?;
     let tools = args.toolbox.build(&policy).await?;
+    let fleet = match &args.nats {
+        Some(url) => {
+            let names = Names::new(&args.prefix).map_err(anyhow::Error::msg)?;
+            let js = async_nats::jetstream::new(super::worker::connect(url).await?);
+            let fleet = FleetApprovals::open(js, names)
+                .await
+                .with_context(|| format!("opening the approvals of the fleet at {url}"))?;
+            Some(fleet)
+        }
+        None => None,
+    };
     let options = ConsoleOptions {
         root,
         audit_log: args.log,
         token: None,
         tools: Some(tools),
+        fleet,
     };
     let console = Console::bind(addr, options)
         .await

@@ -1,6 +1,6 @@
 //! `turngate worker` and `turngate submit`: flags and glue around `turngate::worker`.
 
-use std::io::{Read as _, Write as _};
+use std::io::{IsTerminal as _, Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,6 +11,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::Args;
 use turngate::turn::Provider;
+use turngate::worker::approvals::{FleetAnswer, FleetApprovals, FleetQuestion};
 use turngate::worker::job::{Job, is_job_id, new_job_id};
 use turngate::worker::names::{DEFAULT_PREFIX, Names};
 use turngate::worker::run::Worker;
@@ -55,16 +56,21 @@ impl NatsArgs {
     }
 
     async fn connect(&self) -> Result<async_nats::Client> {
-        async_nats::ConnectOptions::new()
-            .retry_on_initial_connect()
-            .max_reconnects(None)
-            .reconnect_delay_callback(|attempts| {
-                Duration::from_millis((50 * attempts as u64).min(1000))
-            })
-            .connect(self.nats.as_str())
-            .await
-            .with_context(|| format!("connecting to NATS at {}", self.nats))
+        connect(&self.nats).await
     }
+}
+
+/// A client of the NATS server at `url`, reconnecting for as long as the process runs.
+pub(crate) async fn connect(url: &str) -> Result<async_nats::Client> {
+    async_nats::ConnectOptions::new()
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        .reconnect_delay_callback(|attempts| {
+            Duration::from_millis((50 * attempts as u64).min(1000))
+        })
+        .connect(url)
+        .await
+        .with_context(|| format!("connecting to NATS at {url}"))
 }
 
 // `turngate worker`'s flags.
@@ -203,11 +209,88 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(crate::EXIT_OK));
     }
     let timeout = args.timeout_ms.map(Duration::from_millis);
-    let report = wait_for_report(&js, &settings, &id, timeout).await?;
+    let waiting = wait_for_report(&js, &settings, &id, timeout);
+    let report = if std::io::stdin().is_terminal() {
+        // The job's questions (`approval = "ask"`) are asked here too, while the report is awaited.
+        let approvals = FleetApprovals::new(js.clone(), settings.names.clone());
+        tokio::select! {
+            report = waiting => report?,
+            never = answer_on_terminal(&approvals, &id) => match never {},
+        }
+    } else {
+        waiting.await?
+    };
     let mut stdout = super::stdout();
     stdout.write_all(&report.json)?;
     writeln!(stdout)?;
     Ok(ExitCode::from(report.exit_code))
+}
+
+/// How often `submit --wait` looks for its job's questions.
+const LOOK_FOR_QUESTIONS: Duration = Duration::from_millis(200);
+
+/// Asks each question job `id` publishes on this terminal, once, and answers it with what is typed
+/// (the first answer stands: one given meanwhile elsewhere is said). Runs until dropped.
+async fn answer_on_terminal(approvals: &FleetApprovals, id: &str) -> std::convert::Infallible {
+    let mut asked = std::collections::BTreeSet::new();
+    loop {
+        // No stream yet (no question asked anywhere) reads as nothing waiting.
+        let waiting = approvals.waiting().await.unwrap_or_default();
+        for question in waiting.iter().filter(|q| q.job == id) {
+            if !asked.insert(question.digest) {
+                continue;
+            }
+            let approved = super::agent::ask_on_terminal(question_text(question)).await;
+            match approvals.answer(&question.digest, approved).await {
+                Ok(FleetAnswer::Recorded) => {}
+                Ok(FleetAnswer::AlreadyAnswered(standing)) => eprintln!(
+                    "turngate: approval {} was answered {} meanwhile: that answer stands",
+                    question.digest,
+                    if standing { "yes" } else { "no" }
+                ),
+                Ok(FleetAnswer::NotAsked) => {}
+                Err(error) => eprintln!(
+                    "turngate: approval {} could not be answered: {error}",
+                    question.digest
+                ),
+            }
+        }
+        tokio::time::sleep(LOOK_FOR_QUESTIONS).await;
+    }
+}
+
+/// A published question as the terminal asks it (as `run` asks its own).
+fn question_text(question: &FleetQuestion) -> String {
+    let request = &question.request;
+    let text = |key: &str| request[key].as_str().unwrap_or("-").to_owned();
+    let call = format!(
+        "`{}` (id {}) of job {} with {}",
+        text("tool"),
+        text("id"),
+        question.job,
+        request["input"]
+    );
+    let network = &request["network"];
+    if network.is_object() {
+        let start = network["body_start"]
+            .as_str()
+            .map(|start| format!("\n  it starts: {start}"))
+            .unwrap_or_default();
+        return format!(
+            "\nturngate: the model's call {call} wants to send {} {}\n  body: {} bytes, SHA-256 {}{start}\nSend it? [y/N] ",
+            network["method"].as_str().unwrap_or("-"),
+            network["url"].as_str().unwrap_or("-"),
+            network["body_bytes"],
+            network["body_sha256"].as_str().unwrap_or("-"),
+        );
+    }
+    if request["changes"].is_array() {
+        return format!(
+            "\nturngate: the model's call {call} would make these changes:\n{}Apply them? [y/N] ",
+            text("diff")
+        );
+    }
+    format!("\nturngate: the model calls {call}\nAllow this call? [y/N] ")
 }
 
 /// The raw bytes of a STREAM argument.

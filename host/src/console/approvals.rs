@@ -1,5 +1,6 @@
-//! The questions waiting in the root (`.turngate/approvals/`, [`PendingApprovals`]), and the answers
-//! the page gives them: one call, or every call shown for a turn in one request.
+//! The questions waiting in the root (`.turngate/approvals/`, [`PendingApprovals`]) and, with
+//! `--nats`, those a worker fleet published ([`FleetApprovals`]), and the answers the page gives them:
+//! one call, or every call shown for a turn (a job, for a fleet's) in one request.
 //!
 //! An answer names the digest the page was shown, so it applies only to exactly that request: the
 //! store refuses a digest with no question, a question whose record does not hash to its name, one
@@ -11,26 +12,66 @@ use serde::Deserialize;
 use super::{Body, State, json};
 use crate::approval::pending::{ApprovalError, PendingApprovals};
 use crate::digest::Sha256Digest;
+use crate::worker::approvals::{FleetAnswer, FleetApprovals, FleetQuestion};
 
 /// Most answers one request may carry.
 pub const MAX_ANSWERS: usize = 100;
 
-/// `GET /api/approvals`: `{"approvals": [{"digest", "asked_ms", "deadline_ms", "turn", "request"}],
-/// "damaged": ["..."]}`, oldest first; `damaged` says which records cannot be answered and why.
-pub(super) fn waiting(state: &State) -> Response<Body> {
-    match PendingApprovals::waiting_in(&state.root) {
-        Ok(waiting) => json(
-            StatusCode::OK,
-            &serde_json::json!({
-                "approvals": waiting.questions,
-                "damaged": waiting.damaged.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            }),
-        ),
-        Err(e) => json(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &serde_json::json!({ "error": e.to_string() }),
-        ),
+/// `GET /api/approvals`: `{"approvals": [{"digest", "asked_ms", "deadline_ms", "turn", "request",
+/// "fleet"}], "damaged": ["..."]}`, the root's oldest first, then the fleet's (`fleet`: `true`, `turn`
+/// the job that asked); `damaged` says which records cannot be answered and why.
+pub(super) async fn waiting(state: &State) -> Response<Body> {
+    let local = match PendingApprovals::waiting_in(&state.root) {
+        Ok(local) => local,
+        Err(e) => return failed(&e.to_string()),
+    };
+    let mut questions: Vec<serde_json::Value> = local
+        .questions
+        .iter()
+        .map(|question| {
+            let mut shown = serde_json::to_value(question).expect("a question serializes");
+            shown["fleet"] = false.into();
+            shown
+        })
+        .collect();
+    match fleet_waiting(state).await {
+        Ok(fleet) => questions.extend(fleet.iter().map(fleet_shown)),
+        Err(e) => return failed(&e),
     }
+    json(
+        StatusCode::OK,
+        &serde_json::json!({
+            "approvals": questions,
+            "damaged": local.damaged.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        }),
+    )
+}
+
+/// The fleet's waiting questions (none without `--nats`).
+async fn fleet_waiting(state: &State) -> Result<Vec<FleetQuestion>, String> {
+    match &state.fleet {
+        Some(fleet) => fleet.waiting().await.map_err(|e| e.to_string()),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// A fleet question as the page shows it: as the root's are, its job as its turn.
+fn fleet_shown(question: &FleetQuestion) -> serde_json::Value {
+    serde_json::json!({
+        "digest": question.digest,
+        "asked_ms": question.asked_ms,
+        "deadline_ms": question.deadline_ms,
+        "turn": question.job,
+        "request": question.request,
+        "fleet": true,
+    })
+}
+
+fn failed(error: &str) -> Response<Body> {
+    json(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        &serde_json::json!({ "error": error }),
+    )
 }
 
 #[derive(Deserialize)]
@@ -51,7 +92,7 @@ struct AnswerBody {
 /// not at all (unless another answer lands between the check and the write: that one then stands and is
 /// reported). 200 `{"answered": [{"digest", "approved"}]}`; 409 `{"error", "digest"}` when one is not
 /// waiting, with nothing answered.
-pub(super) fn answer(state: &State, body: &[u8]) -> Response<Body> {
+pub(super) async fn answer(state: &State, body: &[u8]) -> Response<Body> {
     let request: AnswersBody = match serde_json::from_slice(body) {
         Ok(request) => request,
         Err(e) => {
@@ -70,22 +111,25 @@ pub(super) fn answer(state: &State, body: &[u8]) -> Response<Body> {
         );
     }
     let approvals = match PendingApprovals::open_existing(&state.root) {
-        Ok(Some(approvals)) => approvals,
-        Ok(None) => return refused(&ApprovalError::Unknown(request.answers[0].digest)),
+        Ok(approvals) => approvals,
         Err(e) => return refused(&e),
     };
-    let waiting = match approvals.waiting() {
-        Ok(waiting) => waiting,
-        Err(e) => return refused(&e),
+    let waiting = match approvals.as_ref().map(PendingApprovals::waiting) {
+        Some(Ok(waiting)) => waiting.questions,
+        Some(Err(e)) => return refused(&e),
+        None => Vec::new(),
     };
-    if let Some(missing) = request
-        .answers
-        .iter()
-        .find(|answer| !waiting.questions.iter().any(|w| w.digest == answer.digest))
-    {
+    let fleet_waiting = match fleet_waiting(state).await {
+        Ok(fleet) => fleet,
+        Err(e) => return failed(&e),
+    };
+    let in_fleet = |digest: &Sha256Digest| fleet_waiting.iter().any(|q| q.digest == *digest);
+    if let Some(missing) = request.answers.iter().find(|answer| {
+        !waiting.iter().any(|w| w.digest == answer.digest) && !in_fleet(&answer.digest)
+    }) {
         // Say why: answered, past its deadline, or never asked.
-        let why = match approvals.answer_of(&missing.digest) {
-            Ok(Some(standing)) => ApprovalError::Answered {
+        let why = match approvals.as_ref().map(|a| a.answer_of(&missing.digest)) {
+            Some(Ok(Some(standing))) => ApprovalError::Answered {
                 digest: missing.digest,
                 approved: standing.approved,
             },
@@ -95,6 +139,20 @@ pub(super) fn answer(state: &State, body: &[u8]) -> Response<Body> {
     }
     let mut answered = Vec::new();
     for answer in &request.answers {
+        if in_fleet(&answer.digest) {
+            let fleet = state
+                .fleet
+                .as_ref()
+                .expect("a fleet question came from the fleet");
+            match answer_in_fleet(fleet, answer).await {
+                Ok(given) => answered.push(given),
+                Err(response) => return response,
+            }
+            continue;
+        }
+        let approvals = approvals
+            .as_ref()
+            .expect("a root question came from the root");
         match approvals.answer(&answer.digest, answer.approve) {
             Ok(given) => answered.push(serde_json::json!({
                 "digest": given.digest, "approved": given.approved
@@ -116,6 +174,23 @@ pub(super) fn answer(state: &State, body: &[u8]) -> Response<Body> {
         }
     }
     json(StatusCode::OK, &serde_json::json!({ "answered": answered }))
+}
+
+/// Answers a fleet's question: what stands (`{"digest", "approved"}`), or the refusal.
+async fn answer_in_fleet(
+    fleet: &FleetApprovals,
+    answer: &AnswerBody,
+) -> Result<serde_json::Value, Response<Body>> {
+    let given = |approved| serde_json::json!({ "digest": answer.digest, "approved": approved });
+    match fleet.answer(&answer.digest, answer.approve).await {
+        Ok(FleetAnswer::Recorded) => Ok(given(answer.approve)),
+        Ok(FleetAnswer::AlreadyAnswered(approved)) => Err(refused(&ApprovalError::Answered {
+            digest: answer.digest,
+            approved,
+        })),
+        Ok(FleetAnswer::NotAsked) => Err(refused(&ApprovalError::Unknown(answer.digest))),
+        Err(e) => Err(failed(&e.to_string())),
+    }
 }
 
 fn refused(error: &ApprovalError) -> Response<Body> {

@@ -62,6 +62,9 @@ pub struct ConsoleOptions {
     pub token: Option<String>,
     /// The tools to list (`None`: the Tools view says none were loaded).
     pub tools: Option<crate::Toolbox>,
+    /// A worker fleet's published questions, listed and answered beside the root's (`None`: the
+    /// root's alone).
+    pub fleet: Option<crate::worker::approvals::FleetApprovals>,
 }
 
 /// What the request handlers share.
@@ -71,6 +74,7 @@ pub(crate) struct State {
     /// The root's journal, opened on the first request that finds one.
     journal: Mutex<Option<Journal>>,
     tools: Option<crate::Toolbox>,
+    fleet: Option<crate::worker::approvals::FleetApprovals>,
     guard: Guard,
 }
 
@@ -115,6 +119,7 @@ impl Console {
             audit_log: options.audit_log,
             journal: Mutex::new(None),
             tools: options.tools,
+            fleet: options.fleet,
             guard: Guard::new(addr, &token),
         });
         Ok(Console {
@@ -198,7 +203,9 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Response<Body>
         return response;
     }
     let method = parts.method.clone();
-    // The journal and the audit log are files: read them off the async threads.
+    let runtime = tokio::runtime::Handle::current();
+    // The journal and the audit log are files: read them off the async threads (a fleet's questions
+    // are asked of NATS from there too, on the runtime).
     tokio::task::spawn_blocking(move || match (method, path.as_str()) {
         (Method::GET, "/api/session") => json(
             StatusCode::OK,
@@ -208,8 +215,8 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Response<Body>
                 "audit_log": state.audit_log.as_ref().map(|p| p.display().to_string()),
             }),
         ),
-        (Method::GET, "/api/approvals") => approvals::waiting(&state),
-        (Method::POST, "/api/approvals") => approvals::answer(&state, &body),
+        (Method::GET, "/api/approvals") => runtime.block_on(approvals::waiting(&state)),
+        (Method::POST, "/api/approvals") => runtime.block_on(approvals::answer(&state, &body)),
         (Method::GET, "/api/journal") => timeline::page(&state, &query),
         (Method::GET, "/api/diff") => timeline::diff(&state, &query),
         (Method::POST, "/api/undo") => timeline::undo(&state, &body),

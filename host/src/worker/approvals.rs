@@ -45,6 +45,8 @@ pub struct FleetQuestion {
     pub job: String,
     /// What is shown ([`ApprovalRequest::to_json`]).
     pub request: serde_json::Value,
+    /// When it was first asked, in milliseconds since the Unix epoch.
+    pub asked_ms: u64,
     /// When it is answered no if nobody answered, in milliseconds since the Unix epoch.
     pub deadline_ms: u64,
 }
@@ -67,16 +69,25 @@ pub struct FleetApprovals {
     names: Names,
 }
 
+impl std::fmt::Debug for FleetApprovals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetApprovals")
+            .field("stream", &self.names.approvals_stream())
+            .finish()
+    }
+}
+
 impl FleetApprovals {
     /// The questions of the deployment `names` names, creating its stream when missing.
     pub async fn open(js: Context, names: Names) -> Result<FleetApprovals, WorkerError> {
-        let approvals = FleetApprovals::unopened(js, names);
+        let approvals = FleetApprovals::new(js, names);
         approvals.ensure_stream().await?;
         Ok(approvals)
     }
 
-    /// The same, its stream not looked at yet (a worker's jobs open it at their first question).
-    pub(crate) fn unopened(js: Context, names: Names) -> FleetApprovals {
+    /// The same, its stream not looked at yet (a worker's jobs create it at their first question; a
+    /// listing finds nothing while it is not there).
+    pub fn new(js: Context, names: Names) -> FleetApprovals {
         FleetApprovals { js, names }
     }
 
@@ -242,6 +253,7 @@ impl FleetApprovals {
             digest,
             job: job.to_owned(),
             request: request.to_json(),
+            asked_ms: now_ms(),
             deadline_ms: now_ms().saturating_add(millis(timeout)),
         };
         let payload = serde_json::to_vec(&question).expect("a question serializes");

@@ -289,7 +289,7 @@ impl Worker {
                     }
                     Ok::<_, EffectError>(found)
                 };
-                let approvals = FleetApprovals::unopened(js.clone(), names.clone());
+                let approvals = FleetApprovals::new(js.clone(), names.clone());
                 let approver =
                     FleetApprover::new(approvals, &job.id, self.policy.approval_timeout());
                 let hooks = TurnHooks {

@@ -104,23 +104,27 @@
       area.appendChild(el("p", "muted", "Nothing is waiting for an answer."));
       return;
     }
+    // The root's questions by turn; a worker fleet's by the job that asked.
     const turns = new Map();
     for (const question of questions) {
-      const key = question.turn === null || question.turn === undefined ? "" : question.turn;
+      const turn = question.turn === null || question.turn === undefined ? "" : question.turn;
+      const key = (question.fleet ? "job " : "turn ") + turn;
       if (!turns.has(key)) turns.set(key, []);
       turns.get(key).push(question);
     }
     for (const [key, group] of turns) {
       const box = el("div", "turn");
       const head = el("div", "turn-head");
-      head.appendChild(el("h2", null, key === "" ? "Calls outside a turn" : "Turn " + key));
+      const title = key === "turn " ? "Calls outside a turn"
+        : group[0].fleet ? "Job " + group[0].turn + " (worker fleet)" : "Turn " + group[0].turn;
+      head.appendChild(el("h2", null, title));
       if (group.length > 1) {
         for (const [label, approve] of [["Approve all " + group.length, true], ["Deny all " + group.length, false]]) {
           const button = el("button", approve ? "approve" : "deny", label);
           button.type = "button";
           button.addEventListener("click", function () {
             answer(group.map(function (q) { return { digest: q.digest, approve: approve }; }),
-              label.toLowerCase() + " of " + (key === "" ? "the calls outside a turn" : "turn " + key));
+              label.toLowerCase() + " of " + (key === "turn " ? "the calls outside a turn" : key));
           });
           head.appendChild(button);
         }
