@@ -6,6 +6,11 @@
 //! roots. The in-process pipeline runs the turns one after another; the workers (each
 //! `--concurrency 2`) get them from a submitter that keeps four jobs per worker in flight, and a job's
 //! latency is from its submission to its report arriving at the submitter.
+//!
+//! Then a recorded approval through a worker: one-write jobs, one at a time, to a worker whose policy
+//! asks before `write_file` (the question published in JetStream, answered yes at once by a watcher
+//! subscribed to the questions) and, alternately, to one whose policy does not ask: the latency of
+//! each, p50 and p90, and the difference.
 
 #[path = "../../tests/worker_support/mod.rs"]
 mod worker_support;
@@ -217,6 +222,95 @@ fn is_report(message: &async_nats::Message) -> bool {
         .is_some_and(|k| k.as_str() == "report")
 }
 
+/// The watcher that answers every question of deployment `prefix` yes as soon as it is published.
+async fn answer_every_question(client: async_nats::Client, prefix: String) {
+    let approvals = turngate::worker::approvals::FleetApprovals::open(
+        jetstream::new(client.clone()),
+        Names::new(&prefix).unwrap(),
+    )
+    .await
+    .unwrap();
+    let mut asked = client
+        .subscribe(format!("{prefix}.approvals.ask.*"))
+        .await
+        .unwrap();
+    while let Some(message) = asked.next().await {
+        let question: turngate::worker::approvals::FleetQuestion =
+            serde_json::from_slice(&message.payload).unwrap();
+        approvals.answer(&question.digest, true).await.unwrap();
+    }
+}
+
+/// One-write jobs alternately to a worker that asks and one that does not: their latencies.
+fn approvals(nats: &Nats, jobs: usize) -> (Vec<Duration>, Vec<Duration>) {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("ask.toml");
+    std::fs::write(
+        &policy,
+        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+    )
+    .unwrap();
+    let start = |prefix: &str, policy: Option<PathBuf>| {
+        let mut spec = WorkerSpec::new(nats.url(), &roots(&dir.path().join(prefix)));
+        spec.prefix = prefix.to_owned();
+        spec.policy = policy;
+        spec.spawn(&[])
+    };
+    let _asking = start("asked", Some(policy));
+    let _plain = start("plain", None);
+    let runtime = runtime();
+    runtime.block_on(async {
+        let client = async_nats::connect(nats.url()).await.unwrap();
+        let js = jetstream::new(client.clone());
+        tokio::spawn(answer_every_question(client.clone(), "asked".into()));
+        let mut latencies = (Vec::new(), Vec::new());
+        // The first two of each: the workers load their tools.
+        for n in 0..jobs + 2 {
+            for prefix in ["asked", "plain"] {
+                let settings = Settings {
+                    names: Names::new(prefix).unwrap(),
+                    ..Settings::default()
+                };
+                let calls = [(
+                    format!("w{n}"),
+                    "write_file",
+                    json!({"path": format!("w{n}.txt"), "content": "asked\n"}),
+                )];
+                let job = Job {
+                    id: format!("{prefix}-{n}"),
+                    provider: Provider::Anthropic,
+                    root: "r0".into(),
+                    forced_tool_choice: false,
+                    max_output_tokens: None,
+                    stream: Bytes::from(anthropic_turn(&calls, false)),
+                };
+                let begun = Instant::now();
+                turngate::worker::submit::submit(&js, &settings, &job)
+                    .await
+                    .unwrap();
+                let report = turngate::worker::submit::wait_for_report(&js, &settings, &job.id, None)
+                    .await
+                    .unwrap();
+                let took = begun.elapsed();
+                assert_eq!(report.exit_code, 0, "{}", String::from_utf8_lossy(&report.json));
+                if n >= 2 {
+                    match prefix {
+                        "asked" => latencies.0.push(took),
+                        _ => latencies.1.push(took),
+                    }
+                }
+            }
+        }
+        latencies
+    })
+}
+
+fn percentile(mut samples: Vec<Duration>, q: f64) -> f64 {
+    samples.sort_unstable();
+    let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
+    samples[i].as_secs_f64() * 1000.0
+}
+
 fn main() {
     let jobs: usize = std::env::args()
         .skip(1)
@@ -235,4 +329,20 @@ fn main() {
     for row in &mut rows {
         row.print();
     }
+    let (asked, plain) = approvals(&nats, jobs.min(100));
+    println!();
+    println!("| one-write job, one at a time | jobs | p50 | p90 |");
+    println!("|---|---|---|---|");
+    for (name, samples) in [("asked, answered at once", &asked), ("not asked", &plain)] {
+        println!(
+            "| {name} | {} | {:.2} ms | {:.2} ms |",
+            samples.len(),
+            percentile(samples.clone(), 0.5),
+            percentile(samples.clone(), 0.9)
+        );
+    }
+    println!(
+        "\nThe approval through a worker: +{:.2} ms at p50.",
+        percentile(asked, 0.5) - percentile(plain, 0.5)
+    );
 }

@@ -280,8 +280,9 @@ pub struct FleetApprover {
 }
 
 impl FleetApprover {
-    /// How often a wait looks for an answer.
-    pub const LOOK_EVERY: Duration = Duration::from_millis(20);
+    /// How often a wait looks for an answer besides when one is published (a published answer wakes
+    /// it at once; looking again covers a reconnect that lost that message).
+    pub const LOOK_AGAIN: Duration = Duration::from_secs(1);
 
     /// Asks for `job`'s calls; a question waits at most `timeout` from its first ask. A call whose
     /// question cannot be published or whose answer cannot be read is denied (and that logged).
@@ -300,16 +301,27 @@ impl FleetApprover {
             self.job,
             question.digest
         );
+        // Subscribed before the first look, so an answer published after it wakes the wait.
+        let subject = self.approvals.names.approval_subject("answer", &question.digest);
+        let mut published = self
+            .approvals
+            .js
+            .client()
+            .subscribe(subject)
+            .await
+            .map_err(|e| WorkerError::nats("waiting for an approval")(&e))?;
         loop {
             if let Some(approved) = self.approvals.answer_of(&question.digest).await? {
                 return Ok(approved && self.approvals.take_yes(&question.digest).await?);
             }
-            if now_ms() >= question.deadline_ms {
+            let left = question.deadline_ms.saturating_sub(now_ms());
+            if left == 0 {
                 // Whoever comes first records the no; an answer given just before stands.
                 self.approvals.answer(&question.digest, false).await?;
                 continue;
             }
-            tokio::time::sleep(Self::LOOK_EVERY).await;
+            let wait = Duration::from_millis(left).min(Self::LOOK_AGAIN);
+            let _ = tokio::time::timeout(wait, published.next()).await;
         }
     }
 }
