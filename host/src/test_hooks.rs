@@ -103,7 +103,8 @@ fn append(path: &str, line: &str) {
         .append(true)
         .open(path)
     {
-        let _ = writeln!(file, "{line}");
+        // One write of the whole line: threads recording at once must not interleave their lines.
+        let _ = file.write_all(format!("{line}\n").as_bytes());
     }
 }
 
