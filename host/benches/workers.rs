@@ -288,11 +288,17 @@ fn approvals(nats: &Nats, jobs: usize) -> (Vec<Duration>, Vec<Duration>) {
                 turngate::worker::submit::submit(&js, &settings, &job)
                     .await
                     .unwrap();
-                let report = turngate::worker::submit::wait_for_report(&js, &settings, &job.id, None)
-                    .await
-                    .unwrap();
+                let report =
+                    turngate::worker::submit::wait_for_report(&js, &settings, &job.id, None)
+                        .await
+                        .unwrap();
                 let took = begun.elapsed();
-                assert_eq!(report.exit_code, 0, "{}", String::from_utf8_lossy(&report.json));
+                assert_eq!(
+                    report.exit_code,
+                    0,
+                    "{}",
+                    String::from_utf8_lossy(&report.json)
+                );
                 if n >= 2 {
                     match prefix {
                         "asked" => latencies.0.push(took),

@@ -302,7 +302,10 @@ impl FleetApprover {
             question.digest
         );
         // Subscribed before the first look, so an answer published after it wakes the wait.
-        let subject = self.approvals.names.approval_subject("answer", &question.digest);
+        let subject = self
+            .approvals
+            .names
+            .approval_subject("answer", &question.digest);
         let mut published = self
             .approvals
             .js
