@@ -536,30 +536,6 @@ fn with_an_empty_cache_the_bundled_tools_code_comes_from_the_binary_and_nothing_
     assert_eq!(recorded("prepared ").len(), 1, "{:?}", recorded(""));
 }
 
-/// The resident memory of process `pid` (`VmRSS`: its heaps and the pages of files it mapped, its
-/// own binary's among them), in KiB, from `/proc`, once two readings 200 ms apart are within 256 KiB.
-fn settled_resident_kib(pid: u32) -> u64 {
-    let resident = || {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-        line.split_whitespace()
-            .nth(1)
-            .unwrap()
-            .parse::<u64>()
-            .unwrap()
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last = resident();
-    loop {
-        std::thread::sleep(Duration::from_millis(200));
-        let now = resident();
-        if now.abs_diff(last) <= 256 || Instant::now() >= deadline {
-            return now;
-        }
-        last = now;
-    }
-}
-
 /// The bundled tools' built-in code is read from the binary once, to store it in the cache: those
 /// pages of the binary are then dropped from the server (10 MiB for the eight tools), which holds what
 /// a server that found them cached holds.
@@ -596,11 +572,11 @@ fn a_server_that_stored_the_built_in_code_holds_no_more_memory_than_one_that_fou
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(stored(), bundled, "the background did not store every tool");
-    let after_storing = settled_resident_kib(empty.child.id());
+    let after_storing = settled_kib(empty.child.id(), "VmRSS");
     let mut warm = start();
     warm.request("tools/list", json!({}));
     std::thread::sleep(Duration::from_millis(500));
-    let warm_start = settled_resident_kib(warm.child.id());
+    let warm_start = settled_kib(warm.child.id(), "VmRSS");
     assert!(
         after_storing <= warm_start + 4 * 1024,
         "after storing every tool's built-in code the server holds {after_storing} KiB, one that \
@@ -703,28 +679,28 @@ fn a_server_that_goes_leaves_no_compiler_running_behind_it() {
     assert!(!left, "the compiling child outlived its server");
 }
 
-/// The anonymous resident memory of process `pid` (its heaps and anonymous mappings, not the pages of
-/// its binary or of files it mapped), in KiB, from `/proc`.
-fn anonymous_kib(pid: u32) -> u64 {
+/// A memory field of process `pid`, in KiB, from `/proc/PID/status`: `RssAnon` (its heaps and anonymous
+/// mappings), `VmRSS` (those and the pages of files it mapped, its own binary's among them) or `VmHWM`
+/// (the peak).
+fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("RssAnon:")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| {
+            l.strip_prefix(field)
+                .is_some_and(|rest| rest.starts_with(':'))
+        })
+        .unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-/// The peak resident memory of process `pid` (`VmHWM`), in KiB, from `/proc`.
-fn peak_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
-/// The anonymous memory of `server` once it stops changing (two readings 200 ms apart within 256 KiB).
-fn settled_anonymous_kib(server: &Server) -> u64 {
+/// [`status_kib`] once it stops changing (two readings 200 ms apart within 256 KiB).
+fn settled_kib(pid: u32, field: &str) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last = anonymous_kib(server.child.id());
+    let mut last = status_kib(pid, field);
     loop {
         std::thread::sleep(Duration::from_millis(200));
-        let now = anonymous_kib(server.child.id());
+        let now = status_kib(pid, field);
         if now.abs_diff(last) <= 256 || Instant::now() >= deadline {
             return now;
         }
@@ -779,14 +755,14 @@ fn a_server_that_compiled_every_tool_holds_no_more_memory_than_one_that_found_th
         bundled,
         "the background did not compile every tool"
     );
-    let after_compile = settled_anonymous_kib(&empty);
-    let empty_peak = peak_kib(empty.child.id());
+    let after_compile = settled_kib(empty.child.id(), "RssAnon");
+    let empty_peak = status_kib(empty.child.id(), "VmHWM");
     // From the cache it filled: nothing compiled, nothing loaded until a call.
     let mut warm = start();
     assert_eq!(listed(&mut warm), bundled);
     std::thread::sleep(Duration::from_millis(500));
-    let warm_start = settled_anonymous_kib(&warm);
-    let warm_peak = peak_kib(warm.child.id());
+    let warm_start = settled_kib(warm.child.id(), "RssAnon");
+    let warm_peak = status_kib(warm.child.id(), "VmHWM");
     // What the compile used is given back: Cranelift's contexts go with the engine that compiled, the
     // freed heap goes back to the system, and no tool's code is kept.
     assert!(

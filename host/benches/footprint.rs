@@ -453,26 +453,33 @@ const readline = require('node:readline');
 ";
 
 #[allow(clippy::disallowed_methods)] // bench set-up outside any root
-fn main() {
-    let root = tempfile::tempdir().unwrap();
-    let content = format!("{KIB_MARK}{}\n", "x".repeat(1023 - KIB_MARK.len()));
-    std::fs::write(root.path().join("small.txt"), &content).unwrap();
-    let root_dir = root.path().to_path_buf();
-    let turngate = Side {
-        name: "turngate",
+/// `turngate mcp` on `root` reading `small.txt`, with `env` set.
+fn turngate_side(name: &'static str, root: &Path, env: &[(&'static str, &'static str)]) -> Side {
+    let root = root.to_path_buf();
+    let env = env.to_vec();
+    Side {
+        name,
         start: Box::new(move |cache| {
             let mut command = Command::new(bin());
             command
                 .args(["mcp", "--root"])
-                .arg(&root_dir)
+                .arg(&root)
                 .arg("--cache-dir")
-                .arg(cache);
+                .arg(cache)
+                .envs(env.iter().copied());
             command
         }),
         tool: "read_file".into(),
         arguments: json!({"path": "small.txt"}),
         caches: true,
-    };
+    }
+}
+
+fn main() {
+    let root = tempfile::tempdir().unwrap();
+    let content = format!("{KIB_MARK}{}\n", "x".repeat(1023 - KIB_MARK.len()));
+    std::fs::write(root.path().join("small.txt"), &content).unwrap();
+    let turngate = turngate_side("turngate", root.path(), &[]);
     let tools = {
         let mut server = Server::spawn(&mut (turngate.start)(tempfile::tempdir().unwrap().path()));
         server.send(&(handshake() + &tools_call(1, "read_file", &json!({"path": "small.txt"}))));
@@ -488,23 +495,11 @@ fn main() {
     };
     // The same server with `read_file` compiled at run time, as a tool that is not bundled is: the
     // first read before the bundled tools' code was built into the binary, in this run.
-    let root_dir = root.path().to_path_buf();
-    let compiling = Side {
-        name: "turngate, compiling as for a tool not bundled",
-        start: Box::new(move |cache| {
-            let mut command = Command::new(bin());
-            command
-                .args(["mcp", "--root"])
-                .arg(&root_dir)
-                .arg("--cache-dir")
-                .arg(cache)
-                .env("TURNGATE_TEST_IGNORE_PRECOMPILED", "1");
-            command
-        }),
-        tool: "read_file".into(),
-        arguments: json!({"path": "small.txt"}),
-        caches: true,
-    };
+    let compiling = turngate_side(
+        "turngate, compiling as for a tool not bundled",
+        root.path(),
+        &[("TURNGATE_TEST_IGNORE_PRECOMPILED", "1")],
+    );
     let plugins = tempfile::tempdir().unwrap();
     let mut sides = vec![turngate, compiling];
     sides.extend(peer(root.path(), plugins.path()));
