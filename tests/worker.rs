@@ -1345,3 +1345,40 @@ fn submit_wait_asks_its_job_s_questions_on_its_terminal() {
     }
     assert_eq!(setup.read("asked.txt").as_deref(), Some("typed yes"));
 }
+
+/// A question is held to its digest: a record published under a digest that what it shows does not
+/// hash to (someone who may publish on the subjects showing one call to have another let through) is
+/// not listed and cannot be answered.
+#[test]
+fn a_question_that_does_not_show_what_its_digest_names_is_not_listed_or_answered() {
+    let Some(setup) = Setup::new("a_question_that_does_not_show_what_its_digest_names") else {
+        return;
+    };
+    let shown = json!({"id": "w1", "tool": "write_file", "input": {"path": "harmless.txt"}});
+    let named = turngate::digest::Sha256Digest::of(b"the digest of another call");
+    let forged = json!({
+        "digest": named,
+        "job": "forged",
+        "request": shown,
+        "asked_ms": 0,
+        "deadline_ms": u64::MAX,
+    });
+    runtime().block_on(async {
+        let client = async_nats::connect(setup.nats.url()).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        approvals(js.clone()).await;
+        js.publish(
+            format!("{PREFIX}.approvals.ask.{}", named.hex()),
+            forged.to_string().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    });
+    assert!(waiting_questions(&setup.nats.url()).is_empty());
+    assert_eq!(
+        answer_question(&setup.nats.url(), &named, true),
+        turngate::worker::approvals::FleetAnswer::NotAsked
+    );
+}

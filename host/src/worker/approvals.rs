@@ -9,6 +9,10 @@
 //! * `P.approvals.answer.<sha256>`: `yes` or `no`;
 //! * `P.approvals.used.<sha256>`: a yes taken by the call it let through.
 //!
+//! A question is held to its digest: one whose shown request does not hash to the digest its subject
+//! names is not listed and cannot be answered (a publisher cannot show one call and have the answer
+//! let another through).
+//!
 //! Each is published only where its subject holds nothing yet (JetStream's expected last subject
 //! sequence 0), so the first question, the first answer and the first taker stand: a no is final, and a
 //! yes lets one call through. A worker stopped while its question waits hands its job back and the
@@ -30,7 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use super::WorkerError;
 use super::names::Names;
-use crate::approval::{ApprovalFuture, ApprovalRequest, Approver};
+use crate::approval::{ApprovalFuture, ApprovalRequest, Approver, digest_of};
 use crate::digest::Sha256Digest;
 
 /// How long a question and its answers are kept (the longest approval timeout a policy should set).
@@ -148,7 +152,9 @@ impl FleetApprovals {
         }
     }
 
-    /// The question published for `digest`, if it is (and reads as one).
+    /// The question published for `digest`, if it is one: it reads as a question and what it shows
+    /// hashes to `digest` (a record published under a digest it does not show is no question, and
+    /// cannot be answered).
     pub async fn question(
         &self,
         digest: &Sha256Digest,
@@ -156,7 +162,7 @@ impl FleetApprovals {
         let found = self
             .last(&self.names.approval_subject("ask", digest))
             .await?;
-        Ok(found.and_then(|payload| serde_json::from_slice(&payload).ok()))
+        Ok(found.and_then(|payload| shown_as(digest, &payload)))
     }
 
     /// The answer given to `digest`, if any (`true`: yes).
@@ -213,7 +219,12 @@ impl FleetApprovals {
         while let Some(message) = messages.next().await {
             let message = message.map_err(|e| WorkerError::nats("listing approvals")(&e))?;
             let last = message.info().map_or(true, |info| info.pending == 0);
-            if let Ok(question) = serde_json::from_slice::<FleetQuestion>(&message.payload)
+            let named = message
+                .subject
+                .rsplit('.')
+                .next()
+                .and_then(|hex| Sha256Digest::from_hex(hex).ok());
+            if let Some(question) = named.and_then(|digest| shown_as(&digest, &message.payload))
                 && self.answer_of(&question.digest).await?.is_none()
             {
                 questions.push(question);
@@ -341,6 +352,13 @@ impl Approver for FleetApprover {
             }
         })
     }
+}
+
+/// `payload` as the question of `digest`, if it is one: what it shows hashes to `digest`, the digest
+/// it names and its subject's.
+fn shown_as(digest: &Sha256Digest, payload: &[u8]) -> Option<FleetQuestion> {
+    let question: FleetQuestion = serde_json::from_slice(payload).ok()?;
+    (question.digest == *digest && digest_of(&question.request) == *digest).then_some(question)
 }
 
 fn now_ms() -> u64 {
