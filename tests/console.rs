@@ -1371,6 +1371,48 @@ fn in_a_browser_held_writes_are_approved_denied_and_approved_by_turn() {
     assert_eq!(served.ws.read("b.txt"), "b\n");
 }
 
+/// A large diff is shown 20 hunks at a time, the rest one click each away.
+#[test]
+#[ignore = "needs Debian's chromium and chromium-driver: the README's second test command"]
+fn in_a_browser_a_large_diff_is_shown_a_page_of_hunks_at_a_time() {
+    let served = Served::start();
+    let browser = Browser::start();
+    // 50 changed lines, each 10 lines from the next: 50 hunks.
+    let old: String = (0..500).map(|n| format!("line {n}\n")).collect();
+    let new: String = (0..500)
+        .map(|n| match n % 10 {
+            0 => format!("changed {n}\n"),
+            _ => format!("line {n}\n"),
+        })
+        .collect();
+    served.ws.write("long.txt", &old);
+    let asked = ask_in_background(&served, "t1", "c1", "long.txt", &new, 600);
+    browser.open(&page_url(&served));
+    let hunks = "return document.querySelectorAll('#questions pre.diff .diff-hunk').length";
+    browser.until("the held write on the page", &format!("{hunks} > 0"));
+    assert_eq!(browser.run(hunks), json!(20));
+    let shown = browser.run("return document.getElementById('questions').innerText");
+    assert!(
+        shown.as_str().unwrap().contains("+changed 190")
+            && !shown.as_str().unwrap().contains("+changed 200"),
+        "{shown}"
+    );
+    browser.click("#questions", "Show 20 more hunks (30 not shown)");
+    assert_eq!(browser.run(hunks), json!(40));
+    browser.click("#questions", "Show 10 more hunks (10 not shown)");
+    assert_eq!(browser.run(hunks), json!(50));
+    let more =
+        "return [...document.querySelectorAll('#questions button.more')].every(b => b.hidden)";
+    assert_eq!(
+        browser.run(more),
+        json!(true),
+        "every hunk shown, no more button"
+    );
+    browser.click("#questions", "Approve");
+    assert_eq!(served.finish(asked)["status"], "ok");
+    assert_eq!(served.ws.read("long.txt"), new);
+}
+
 #[test]
 #[ignore = "needs Debian's chromium and chromium-driver: the README's second test command"]
 fn in_a_browser_undo_applies_and_a_refused_undo_is_explained() {

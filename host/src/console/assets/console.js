@@ -232,16 +232,44 @@
     turnBox(call.turn).appendChild(box);
   }
 
-  function renderDiff(text) {
-    const pre = el("pre", "diff");
-    for (const line of text.split("\n")) {
+  // A diff's hunks are shown this many at a time: a large diff stays readable, the rest a click away.
+  const HUNKS_A_PAGE = 20;
+
+  function appendLines(pre, lines) {
+    for (const line of lines) {
       let cls = null;
       if (line.startsWith("@@")) cls = "diff-hunk";
       else if (line.startsWith("+") && !line.startsWith("+++")) cls = "diff-add";
       else if (line.startsWith("-") && !line.startsWith("---")) cls = "diff-del";
       pre.appendChild(el("span", cls, line + "\n"));
     }
-    return pre;
+  }
+
+  function renderDiff(text) {
+    const box = el("div", "diff-box");
+    const pre = el("pre", "diff");
+    box.appendChild(pre);
+    // The header lines (`---`, `+++`), then the lines of each hunk.
+    const hunks = [[]];
+    for (const line of text.split("\n")) {
+      if (line.startsWith("@@")) hunks.push([]);
+      hunks[hunks.length - 1].push(line);
+    }
+    appendLines(pre, hunks.shift());
+    let shown = 0;
+    const more = el("button", "more", "");
+    more.type = "button";
+    function next() {
+      for (const hunk of hunks.slice(shown, shown + HUNKS_A_PAGE)) appendLines(pre, hunk);
+      shown = Math.min(hunks.length, shown + HUNKS_A_PAGE);
+      const left = hunks.length - shown;
+      more.hidden = left === 0;
+      more.textContent = "Show " + Math.min(left, HUNKS_A_PAGE) + " more hunks (" + left + " not shown)";
+    }
+    more.addEventListener("click", next);
+    next();
+    box.appendChild(more);
+    return box;
   }
 
   async function loadDiff(seq, area, button) {
