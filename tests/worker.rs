@@ -1382,3 +1382,32 @@ fn a_question_that_does_not_show_what_its_digest_names_is_not_listed_or_answered
         turngate::worker::approvals::FleetAnswer::NotAsked
     );
 }
+
+/// A yes given after the deadline is not taken, even when no worker was there to record the no.
+#[test]
+fn a_yes_given_after_the_deadline_with_no_worker_waiting_is_not_taken() {
+    let Some(mut setup) = Setup::new("a_yes_given_after_the_deadline_with_no_worker") else {
+        return;
+    };
+    setup.spec.ack_wait_ms = 1_000;
+    let turn = asked_write(&mut setup, "too late");
+    let policy = setup.spec.policy.clone().unwrap();
+    let mut text = std::fs::read_to_string(&policy).unwrap();
+    text.insert_str(0, "approval_timeout_seconds = 1\n");
+    std::fs::write(&policy, text).unwrap();
+    let mut first = setup.spec.spawn(&[]);
+    setup.submit("late-yes", &turn);
+    let question = question_of(&setup, "late-yes");
+    first.kill();
+    std::thread::sleep(Duration::from_millis(1_200));
+    assert!(waiting_questions(&setup.nats.url()).is_empty());
+    assert_eq!(
+        answer_question(&setup.nats.url(), &question.digest, true),
+        turngate::worker::approvals::FleetAnswer::Expired
+    );
+    let _second = setup.spec.spawn(&[]);
+    let results = setup.answered("late-yes", Duration::from_secs(60));
+    let report = &results.iter().find(|r| r.kind == "report").unwrap().payload;
+    assert_eq!(report["calls"][0]["status"], "error", "{report}");
+    assert_eq!(setup.read("asked.txt"), None);
+}

@@ -45,43 +45,7 @@ pub struct TerminalApprover;
 
 impl Approver for TerminalApprover {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
-        let call = format!(
-            "`{}` (id {}) with {}",
-            request.tool,
-            request.id.unwrap_or("-"),
-            request.input
-        );
-        let question = match (request.network, request.changes) {
-            (Some(network), _) => format!(
-                "\nturngate: the model's call {call} wants to send {} {}\n  body: {} bytes, SHA-256 {}{}\nSend it? [y/N] ",
-                network.method,
-                network.url,
-                network.body_bytes,
-                network.body_sha256,
-                network
-                    .body_start
-                    .as_deref()
-                    .map(|start| format!("\n  it starts: {start}"))
-                    .unwrap_or_default()
-            ),
-            (None, Some(_)) => format!(
-                "\nturngate: the model's call {call} would make these changes:\n{}Apply them? [y/N] ",
-                request.diff
-            ),
-            (None, None) => format!(
-                "\nturngate: the model calls {call}\n  paths: {}\nAllow this call? [y/N] ",
-                if request.paths.is_empty() {
-                    "none".to_owned()
-                } else {
-                    request
-                        .paths
-                        .iter()
-                        .map(|(p, a)| format!("{p} ({a:?})"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                }
-            ),
-        };
+        let question = question_text(&request.to_json(), None);
         Box::pin(async move {
             if !std::io::stdin().is_terminal() {
                 eprintln!(
@@ -93,6 +57,50 @@ impl Approver for TerminalApprover {
             ask_on_terminal(question).await
         })
     }
+}
+
+/// A request as the terminal asks it: `shown` is [`ApprovalRequest::to_json`] (or a question read back
+/// from where it was published), `job` the worker job that asked, if one did.
+pub(crate) fn question_text(shown: &serde_json::Value, job: Option<&str>) -> String {
+    let text = |value: &serde_json::Value| value.as_str().unwrap_or("-").to_owned();
+    let of_job = job.map(|job| format!(" of job {job}")).unwrap_or_default();
+    let call = format!(
+        "`{}` (id {}){of_job} with {}",
+        text(&shown["tool"]),
+        text(&shown["id"]),
+        text(&shown["input"])
+    );
+    let network = &shown["network"];
+    if network.is_object() {
+        let start = network["body_start"]
+            .as_str()
+            .map(|start| format!("\n  it starts: {start}"))
+            .unwrap_or_default();
+        return format!(
+            "\nturngate: the model's call {call} wants to send {} {}\n  body: {} bytes, SHA-256 {}{start}\nSend it? [y/N] ",
+            text(&network["method"]),
+            text(&network["url"]),
+            network["body_bytes"],
+            text(&network["body_sha256"]),
+        );
+    }
+    if shown["changes"].is_array() {
+        return format!(
+            "\nturngate: the model's call {call} would make these changes:\n{}Apply them? [y/N] ",
+            text(&shown["diff"])
+        );
+    }
+    let paths: Vec<String> = shown["paths"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| format!("{} ({})", text(&p["path"]), text(&p["access"])))
+        .collect();
+    let paths = match paths.is_empty() {
+        true => "none".to_owned(),
+        false => paths.join(", "),
+    };
+    format!("\nturngate: the model calls {call}\n  paths: {paths}\nAllow this call? [y/N] ")
 }
 
 /// Writes `question` to standard error and reads the answer from the terminal: `true` for `y` or

@@ -11,7 +11,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::Args;
 use turngate::turn::Provider;
-use turngate::worker::approvals::{FleetAnswer, FleetApprovals, FleetQuestion};
+use turngate::worker::approvals::{FleetAnswer, FleetApprovals};
 use turngate::worker::job::{Job, is_job_id, new_job_id};
 use turngate::worker::names::{DEFAULT_PREFIX, Names};
 use turngate::worker::run::Worker;
@@ -240,13 +240,18 @@ async fn answer_on_terminal(approvals: &FleetApprovals, id: &str) -> std::conver
             if !asked.insert(question.digest) {
                 continue;
             }
-            let approved = super::agent::ask_on_terminal(question_text(question)).await;
+            let text = super::agent::question_text(&question.request, Some(&question.job));
+            let approved = super::agent::ask_on_terminal(text).await;
             match approvals.answer(&question.digest, approved).await {
                 Ok(FleetAnswer::Recorded) => {}
                 Ok(FleetAnswer::AlreadyAnswered(standing)) => eprintln!(
                     "turngate: approval {} was answered {} meanwhile: that answer stands",
                     question.digest,
                     if standing { "yes" } else { "no" }
+                ),
+                Ok(FleetAnswer::Expired) => eprintln!(
+                    "turngate: approval {} was past its deadline: denied",
+                    question.digest
                 ),
                 Ok(FleetAnswer::NotAsked) => {}
                 Err(error) => eprintln!(
@@ -257,40 +262,6 @@ async fn answer_on_terminal(approvals: &FleetApprovals, id: &str) -> std::conver
         }
         tokio::time::sleep(LOOK_FOR_QUESTIONS).await;
     }
-}
-
-/// A published question as the terminal asks it (as `run` asks its own).
-fn question_text(question: &FleetQuestion) -> String {
-    let request = &question.request;
-    let text = |key: &str| request[key].as_str().unwrap_or("-").to_owned();
-    let call = format!(
-        "`{}` (id {}) of job {} with {}",
-        text("tool"),
-        text("id"),
-        question.job,
-        request["input"]
-    );
-    let network = &request["network"];
-    if network.is_object() {
-        let start = network["body_start"]
-            .as_str()
-            .map(|start| format!("\n  it starts: {start}"))
-            .unwrap_or_default();
-        return format!(
-            "\nturngate: the model's call {call} wants to send {} {}\n  body: {} bytes, SHA-256 {}{start}\nSend it? [y/N] ",
-            network["method"].as_str().unwrap_or("-"),
-            network["url"].as_str().unwrap_or("-"),
-            network["body_bytes"],
-            network["body_sha256"].as_str().unwrap_or("-"),
-        );
-    }
-    if request["changes"].is_array() {
-        return format!(
-            "\nturngate: the model's call {call} would make these changes:\n{}Apply them? [y/N] ",
-            text("diff")
-        );
-    }
-    format!("\nturngate: the model calls {call}\nAllow this call? [y/N] ")
 }
 
 /// The raw bytes of a STREAM argument.

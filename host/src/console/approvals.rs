@@ -189,6 +189,7 @@ async fn answer_in_fleet(
             approved,
         })),
         Ok(FleetAnswer::NotAsked) => Err(refused(&ApprovalError::Unknown(answer.digest))),
+        Ok(FleetAnswer::Expired) => Err(refused(&ApprovalError::Expired(answer.digest))),
         Err(e) => Err(failed(&e.to_string())),
     }
 }

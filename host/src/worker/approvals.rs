@@ -22,6 +22,7 @@
 //! same call asked again after its yes was taken is a new question (the digest's subjects are purged).
 //! The wait holds the root's lease but not the job's delivery: the job's in-progress acks go on.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{DeliverPolicy, pull};
@@ -64,6 +65,8 @@ pub enum FleetAnswer {
     AlreadyAnswered(bool),
     /// No such question is published.
     NotAsked,
+    /// The question was past its deadline: answered no.
+    Expired,
 }
 
 /// A deployment's published questions.
@@ -113,9 +116,10 @@ impl FleetApprovals {
         Ok(())
     }
 
-    async fn stream(&self) -> Result<Stream, WorkerError> {
+    /// The approvals stream, as a name: no request is made until it is used.
+    async fn stream(&self) -> Result<Stream<()>, WorkerError> {
         self.js
-            .get_stream(self.names.approvals_stream())
+            .get_stream_no_info(self.names.approvals_stream())
             .await
             .map_err(|e| WorkerError::nats("opening the approvals stream")(&e))
     }
@@ -173,67 +177,87 @@ impl FleetApprovals {
         Ok(found.map(|payload| payload.as_ref() == b"yes"))
     }
 
-    /// Answers the published question `digest`; the first answer stands.
+    /// Answers the published question `digest`; the first answer stands, and a question past its
+    /// deadline is answered no (as the worker waiting for it would: a yes after the deadline is not
+    /// taken, whether or not a worker was there to record the no).
     pub async fn answer(
         &self,
         digest: &Sha256Digest,
         approved: bool,
     ) -> Result<FleetAnswer, WorkerError> {
-        if self.question(digest).await?.is_none() {
+        let Some(question) = self.question(digest).await? else {
             return Ok(FleetAnswer::NotAsked);
-        }
-        let word = if approved { "yes" } else { "no" };
+        };
+        let expired = now_ms() >= question.deadline_ms;
+        let word = if approved && !expired { "yes" } else { "no" };
         let subject = self.names.approval_subject("answer", digest);
         if self.publish_first(subject, Bytes::from(word)).await? {
-            return Ok(FleetAnswer::Recorded);
+            return Ok(match expired {
+                true => FleetAnswer::Expired,
+                false => FleetAnswer::Recorded,
+            });
         }
         let standing = self.answer_of(digest).await?.unwrap_or(false);
         Ok(FleetAnswer::AlreadyAnswered(standing))
     }
 
-    /// Every published question without an answer yet, oldest first.
+    /// Every published question without an answer yet and within its deadline, oldest first.
     pub async fn waiting(&self) -> Result<Vec<FleetQuestion>, WorkerError> {
-        let stream = self.stream().await?;
-        let consumer = stream
+        let answered: BTreeSet<Sha256Digest> = self
+            .last_per_subject("answer")
+            .await?
+            .into_iter()
+            .map(|(digest, _)| digest)
+            .collect();
+        let now = now_ms();
+        Ok(self
+            .last_per_subject("ask")
+            .await?
+            .into_iter()
+            .filter(|(digest, _)| !answered.contains(digest))
+            .filter_map(|(digest, payload)| shown_as(&digest, &payload))
+            .filter(|question| question.deadline_ms > now)
+            .collect())
+    }
+
+    /// The last message of each subject of `kind` (`ask`, `answer`), with the digest the subject names,
+    /// read through one ordered consumer.
+    async fn last_per_subject(
+        &self,
+        kind: &str,
+    ) -> Result<Vec<(Sha256Digest, Bytes)>, WorkerError> {
+        let listing = |e: &dyn std::fmt::Display| WorkerError::nats("listing approvals")(e);
+        let mut consumer = self
+            .stream()
+            .await?
             .create_consumer(pull::OrderedConfig {
-                filter_subject: self.names.approval_subject_all("ask"),
+                filter_subject: self.names.approval_subject_all(kind),
                 deliver_policy: DeliverPolicy::LastPerSubject,
                 ..Default::default()
             })
             .await
-            .map_err(|e| WorkerError::nats("listing approvals")(&e))?;
-        let mut consumer = consumer;
-        let pending = consumer
-            .info()
-            .await
-            .map_err(|e| WorkerError::nats("listing approvals")(&e))?
-            .num_pending;
-        let mut questions = Vec::new();
-        if pending == 0 {
-            return Ok(questions);
+            .map_err(|e| listing(&e))?;
+        let mut found = Vec::new();
+        if consumer.info().await.map_err(|e| listing(&e))?.num_pending == 0 {
+            return Ok(found);
         }
-        let mut messages = consumer
-            .messages()
-            .await
-            .map_err(|e| WorkerError::nats("listing approvals")(&e))?;
+        let mut messages = consumer.messages().await.map_err(|e| listing(&e))?;
         while let Some(message) = messages.next().await {
-            let message = message.map_err(|e| WorkerError::nats("listing approvals")(&e))?;
+            let message = message.map_err(|e| listing(&e))?;
             let last = message.info().map_or(true, |info| info.pending == 0);
             let named = message
                 .subject
                 .rsplit('.')
                 .next()
                 .and_then(|hex| Sha256Digest::from_hex(hex).ok());
-            if let Some(question) = named.and_then(|digest| shown_as(&digest, &message.payload))
-                && self.answer_of(&question.digest).await?.is_none()
-            {
-                questions.push(question);
+            if let Some(digest) = named {
+                found.push((digest, message.payload.clone()));
             }
             if last {
                 break;
             }
         }
-        Ok(questions)
+        Ok(found)
     }
 
     /// Publishes the question for `request` (asked by `job`, to be answered within `timeout`), or finds
