@@ -10,6 +10,7 @@ use bytes::Bytes;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::Args;
+use futures_util::StreamExt as _;
 use turngate::turn::Provider;
 use turngate::worker::approvals::{FleetAnswer, FleetApprovals};
 use turngate::worker::job::{Job, is_job_id, new_job_id};
@@ -228,11 +229,16 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
 
 /// How often `submit --wait` looks for its job's questions.
 const LOOK_FOR_QUESTIONS: Duration = Duration::from_millis(200);
+/// How often it looks again while it is told of each new question (covering one missed in a
+/// reconnect).
+const LOOK_AGAIN: Duration = Duration::from_secs(5);
 
 /// Asks each question job `id` publishes on this terminal, once, and answers it with what is typed
 /// (the first answer stands: one given meanwhile elsewhere is said). Runs until dropped.
 async fn answer_on_terminal(approvals: &FleetApprovals, id: &str) -> std::convert::Infallible {
     let mut asked = std::collections::BTreeSet::new();
+    // Told of each question as it is published; without that, looking every LOOK_FOR_QUESTIONS.
+    let mut published = approvals.asked().await.ok();
     loop {
         // No stream yet (no question asked anywhere) reads as nothing waiting.
         let waiting = approvals.waiting().await.unwrap_or_default();
@@ -260,7 +266,12 @@ async fn answer_on_terminal(approvals: &FleetApprovals, id: &str) -> std::conver
                 ),
             }
         }
-        tokio::time::sleep(LOOK_FOR_QUESTIONS).await;
+        match &mut published {
+            Some(published) => {
+                let _ = tokio::time::timeout(LOOK_AGAIN, published.next()).await;
+            }
+            None => tokio::time::sleep(LOOK_FOR_QUESTIONS).await,
+        }
     }
 }
 

@@ -201,6 +201,16 @@ impl FleetApprovals {
         Ok(FleetAnswer::AlreadyAnswered(standing))
     }
 
+    /// A subscription that receives each question as it is published (to look at [`Self::waiting`]
+    /// again then, rather than every so often).
+    pub async fn asked(&self) -> Result<async_nats::Subscriber, WorkerError> {
+        self.js
+            .client()
+            .subscribe(self.names.approval_subject_all("ask"))
+            .await
+            .map_err(|e| WorkerError::nats("watching for approvals")(&e))
+    }
+
     /// Every published question without an answer yet and within its deadline, oldest first.
     pub async fn waiting(&self) -> Result<Vec<FleetQuestion>, WorkerError> {
         let answered: BTreeSet<Sha256Digest> = self
