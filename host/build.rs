@@ -158,6 +158,8 @@ struct Precompiled {
     /// Where each tool's code is written; `None` for a target of another architecture than this
     /// machine's, for which nothing is compiled.
     dir: Option<PathBuf>,
+    /// The target's triple, which the code is compiled for.
+    target: String,
     table: String,
 }
 
@@ -184,6 +186,7 @@ impl Precompiled {
         });
         Precompiled {
             dir,
+            target,
             table: String::from(
                 "/// Each bundled component's SHA-256 and its code, compiled when turngate was built.\n\
                  pub(super) const PRECOMPILED: &[(&str, &[u8])] = &[\n",
@@ -196,11 +199,11 @@ impl Precompiled {
         let Some(dir) = &self.dir else {
             return;
         };
-        let target = env::var("TARGET").expect("set by cargo");
+        let target = &self.target;
         let mut config = settings::config_for(edition::Edition::of(component));
         // An explicit target: Cranelift then uses the features named here, not this machine's.
         config
-            .target(&target)
+            .target(target)
             .unwrap_or_else(|e| panic!("wasmtime cannot compile for {target}: {e}"));
         if target.starts_with("x86_64-") {
             for feature in X86_64_FEATURES {
