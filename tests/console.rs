@@ -17,8 +17,10 @@ use serde_json::{Value, json};
 use turngate::audit::{AuditRecord, write_jsonl};
 use turngate::console::guard::CONTENT_SECURITY_POLICY;
 use turngate::console::{Console, ConsoleOptions};
+use turngate::providers::TurnDecoder;
 use turngate::{
-    CallContext, Cancel, DurableApprover, Effects, PendingApprovals, Policy, Root, call_audited,
+    CallContext, Cancel, DurableApprover, Effects, PendingApprovals, Policy, Provider, Root,
+    TurnHooks, TurnOptions, call_audited, process_turn_with,
 };
 
 /// A console serving a workspace, with its audit log.
@@ -763,6 +765,50 @@ fn ask_until_cancelled(
     })
 }
 
+/// Runs a turn of `write_file` calls (`(call ID, path, content)` each) as turn `turn`, asking through
+/// the root's recorded approvals (whose questions wait together), on the console's runtime: answers
+/// the turn's report as JSON when it ends.
+fn turn_in_background(
+    served: &Served,
+    turn: &str,
+    writes: &[(&str, &str, &str)],
+) -> tokio::task::JoinHandle<Value> {
+    let root = Root::open(served.ws.root_path()).unwrap();
+    let content: Vec<Value> = writes
+        .iter()
+        .map(|(id, path, content)| {
+            json!({"type": "tool_use", "id": id, "name": "write_file",
+                   "input": {"path": path, "content": content}})
+        })
+        .collect();
+    let body = json!({
+        "id": "m", "type": "message", "role": "assistant", "model": "x", "content": content,
+        "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1},
+    });
+    let mut decoder = TurnDecoder::new(Provider::Anthropic);
+    decoder.feed(body.to_string().as_bytes());
+    let decoded = decoder.finish();
+    let options = TurnOptions {
+        turn_id: Some(turn.to_owned()),
+        ..TurnOptions::default()
+    };
+    let toolbox = bundled();
+    served.runtime.spawn(async move {
+        let policy = asking_policy(600);
+        let approver = DurableApprover::new(
+            PendingApprovals::open(&root).unwrap(),
+            policy.approval_timeout(),
+        );
+        let hooks = TurnHooks {
+            approver: Some(&approver),
+            cancel: None,
+        };
+        process_turn_with(toolbox, &root, &policy, decoded, options, hooks)
+            .await
+            .to_json()
+    })
+}
+
 /// The questions waiting in the root, once there are `count`.
 fn waiting(served: &Served, cookie: &str, count: usize) -> Vec<Value> {
     waiting_on(served, cookie, count, None)
@@ -890,9 +936,15 @@ fn a_call_waiting_in_the_root_is_shown_with_its_diff_and_applies_once_approved()
 fn a_turn_s_calls_are_answered_in_one_request_and_a_stale_digest_answers_none() {
     let served = Served::start();
     let cookie = served.login();
-    let first = ask_in_background(&served, "t7", "c1", "a.txt", "a\n", 600);
-    let second = ask_in_background(&served, "t7", "c2", "b.txt", "b\n", 600);
+    // One turn of two writes: both questions stand at once, and nothing applies before the answers.
+    let turn = turn_in_background(
+        &served,
+        "t7",
+        &[("c1", "a.txt", "a\n"), ("c2", "b.txt", "b\n")],
+    );
     let questions = waiting(&served, &cookie, 2);
+    assert!(questions.iter().all(|q| q["turn"] == "t7"), "{questions:?}");
+    assert!(!served.ws.exists("a.txt") && !served.ws.exists("b.txt"));
     let digests: Vec<&str> = questions
         .iter()
         .map(|q| q["digest"].as_str().unwrap())
@@ -921,8 +973,9 @@ fn a_turn_s_calls_are_answered_in_one_request_and_a_stale_digest_answers_none() 
         ),
     );
     assert_eq!(reply.status, 200, "{reply:?}");
-    assert_eq!(served.finish(first)["status"], "ok");
-    assert_eq!(served.finish(second)["status"], "ok");
+    let report = served.finish(turn);
+    assert_eq!(report["calls"][0]["status"], "ok", "{report}");
+    assert_eq!(report["calls"][1]["status"], "ok", "{report}");
     assert_eq!(served.ws.read("a.txt"), "a\n");
     assert_eq!(served.ws.read("b.txt"), "b\n");
 }
@@ -1355,8 +1408,11 @@ fn in_a_browser_held_writes_are_approved_denied_and_approved_by_turn() {
     assert_eq!(served.finish(denied)["status"], "error");
     assert!(!served.ws.exists("other.txt"));
 
-    let first = ask_in_background(&served, "t3", "c3", "a.txt", "a\n", 600);
-    let second = ask_in_background(&served, "t3", "c4", "b.txt", "b\n", 600);
+    let turn = turn_in_background(
+        &served,
+        "t3",
+        &[("c3", "a.txt", "a\n"), ("c4", "b.txt", "b\n")],
+    );
     browser.until(
         "a turn of two",
         "return [...document.querySelectorAll('#questions button')].some(b => b.textContent === 'Approve all 2')",
@@ -1365,8 +1421,9 @@ fn in_a_browser_held_writes_are_approved_denied_and_approved_by_turn() {
     browser.click("#questions", "Approve all 2");
     let said = browser.status();
     assert!(said.starts_with("answered"), "{said}");
-    assert_eq!(served.finish(first)["status"], "ok");
-    assert_eq!(served.finish(second)["status"], "ok");
+    let report = served.finish(turn);
+    assert_eq!(report["calls"][0]["status"], "ok", "{report}");
+    assert_eq!(report["calls"][1]["status"], "ok", "{report}");
     assert_eq!(served.ws.read("a.txt"), "a\n");
     assert_eq!(served.ws.read("b.txt"), "b\n");
 }

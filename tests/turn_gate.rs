@@ -18,8 +18,8 @@ use turngate::gate::check_call;
 use turngate::providers::{DecoderOptions, TurnDecoder};
 use turngate::scope::check_path;
 use turngate::{
-    ApprovalFuture, ApprovalRequest, Approver, CallError, CallStatus, Policy, Provider, RunError,
-    TurnHooks, TurnOptions, process_turn, process_turn_with,
+    ApprovalFuture, ApprovalRequest, Approver, Asking, CallError, CallStatus, Policy, Provider,
+    RunError, TurnHooks, TurnOptions, process_turn, process_turn_with,
 };
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
@@ -469,6 +469,209 @@ fn the_calls_of_a_turn_that_asks_are_asked_about_one_at_a_time_in_order() {
     assert!(report.all_ok(), "{:?}", report.calls);
     assert_eq!(*approver.asked.lock().unwrap(), ["u0", "u1", "u2", "u3"]);
     assert_eq!(approver.most_at_once.load(Ordering::SeqCst), 1);
+}
+
+/// The policy that asks before every `write_file`.
+fn asking_writes() -> Policy {
+    Policy::from_toml(
+        "default = \"workspace-write\"\n[tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+    )
+    .unwrap()
+}
+
+/// An approver whose questions wait together, as a page's do: it says yes to each once `together`
+/// questions were asked (no after 20 s without them), noting each call's ID and diff, and the files
+/// of the root when the last of them came.
+struct YesOnceAllAreAsked {
+    together: usize,
+    root: PathBuf,
+    asked: std::sync::Mutex<Vec<(String, String)>>,
+    files_when_all_asked: std::sync::Mutex<Option<Vec<String>>>,
+    changed: tokio::sync::Notify,
+}
+
+impl Approver for YesOnceAllAreAsked {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        Box::pin(async move {
+            {
+                let mut asked = self.asked.lock().unwrap();
+                asked.push((
+                    request.id.unwrap_or_default().to_owned(),
+                    request.diff.to_owned(),
+                ));
+                if asked.len() == self.together {
+                    let mut files: Vec<String> = std::fs::read_dir(&self.root)
+                        .unwrap()
+                        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                        .filter(|name| name != ".turngate")
+                        .collect();
+                    files.sort();
+                    *self.files_when_all_asked.lock().unwrap() = Some(files);
+                }
+            }
+            self.changed.notify_waiters();
+            loop {
+                let woken = self.changed.notified();
+                if self.asked.lock().unwrap().len() >= self.together {
+                    return true;
+                }
+                if tokio::time::timeout(Duration::from_secs(20), woken)
+                    .await
+                    .is_err()
+                {
+                    return false;
+                }
+            }
+        })
+    }
+
+    fn asking(&self) -> Asking {
+        Asking::Together
+    }
+}
+
+/// With an approver whose questions wait together, a turn's calls on disjoint paths are all asked
+/// about before any applies; a later call on a path an earlier one writes is asked about after that
+/// one applied, and its diff shows what it wrote.
+#[test]
+fn a_turn_s_calls_on_disjoint_paths_are_asked_about_together_before_any_applies() {
+    let calls = [
+        ("write_file", json!({"path": "f0.txt", "content": "x0\n"})),
+        ("write_file", json!({"path": "f1.txt", "content": "x1\n"})),
+        ("write_file", json!({"path": "f2.txt", "content": "x2\n"})),
+        (
+            "write_file",
+            json!({"path": "f0.txt", "content": "again\n"}),
+        ),
+    ];
+    let ws = Workspace::new();
+    let approver = YesOnceAllAreAsked {
+        together: 3,
+        root: ws.root_path(),
+        asked: std::sync::Mutex::default(),
+        files_when_all_asked: std::sync::Mutex::default(),
+        changed: tokio::sync::Notify::new(),
+    };
+    let hooks = TurnHooks {
+        approver: Some(&approver),
+        cancel: None,
+    };
+    let report = block_on(process_turn_with(
+        bundled(),
+        &ws.root,
+        &asking_writes(),
+        tool_use_turn(&calls),
+        TurnOptions::default(),
+        hooks,
+    ));
+    assert!(report.all_ok(), "{:?}", report.calls);
+    assert_eq!(
+        *approver.files_when_all_asked.lock().unwrap(),
+        Some(Vec::new()),
+        "three questions stood at once, and nothing had applied"
+    );
+    let asked = approver.asked.lock().unwrap().clone();
+    let mut first: Vec<&str> = asked[..3].iter().map(|(id, _)| id.as_str()).collect();
+    first.sort_unstable();
+    assert_eq!(first, ["u0", "u1", "u2"]);
+    assert_eq!(asked[3].0, "u3");
+    assert!(
+        asked[3].1.contains("-x0") && asked[3].1.contains("+again"),
+        "{}",
+        asked[3].1
+    );
+    assert_eq!(ws.read("f0.txt"), "again\n");
+    assert_eq!(ws.read("f1.txt"), "x1\n");
+}
+
+/// An approver whose questions wait together and which answers `u1` at once and `u0` a while after,
+/// noting whether `u1`'s file was there when it answered `u0`; with `cancel`, it cancels the turn
+/// before answering `u0`.
+struct AnswersTheLaterCallFirst {
+    root: PathBuf,
+    cancel: Option<turngate::Cancel>,
+    later_answered: tokio::sync::Notify,
+    later_applied_first: std::sync::Mutex<Option<bool>>,
+}
+
+impl Approver for AnswersTheLaterCallFirst {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        Box::pin(async move {
+            if request.id == Some("u1") {
+                self.later_answered.notify_one();
+                return true;
+            }
+            if tokio::time::timeout(Duration::from_secs(20), self.later_answered.notified())
+                .await
+                .is_err()
+            {
+                return false;
+            }
+            // Time for the yes to `u1` to apply, were nothing holding it.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            *self.later_applied_first.lock().unwrap() = Some(self.root.join("f1.txt").exists());
+            if let Some(cancel) = &self.cancel {
+                cancel.cancel();
+            }
+            true
+        })
+    }
+
+    fn asking(&self) -> Asking {
+        Asking::Together
+    }
+}
+
+fn answered_later_first(
+    cancel: Option<turngate::Cancel>,
+) -> (Workspace, turngate::TurnReport, bool) {
+    let calls = [
+        ("write_file", json!({"path": "f0.txt", "content": "x0\n"})),
+        ("write_file", json!({"path": "f1.txt", "content": "x1\n"})),
+    ];
+    let ws = Workspace::new();
+    let approver = AnswersTheLaterCallFirst {
+        root: ws.root_path(),
+        cancel: cancel.clone(),
+        later_answered: tokio::sync::Notify::new(),
+        later_applied_first: std::sync::Mutex::default(),
+    };
+    let hooks = TurnHooks {
+        approver: Some(&approver),
+        cancel: cancel.as_ref(),
+    };
+    let report = block_on(process_turn_with(
+        bundled(),
+        &ws.root,
+        &asking_writes(),
+        tool_use_turn(&calls),
+        TurnOptions::default(),
+        hooks,
+    ));
+    let applied_first = approver.later_applied_first.lock().unwrap().unwrap();
+    (ws, report, applied_first)
+}
+
+/// Answered in another order, a turn's calls asked about together still apply in the turn's order.
+#[test]
+fn a_turn_s_calls_asked_about_together_apply_in_its_order_whatever_order_the_answers_come_in() {
+    let (ws, report, applied_first) = answered_later_first(None);
+    assert!(report.all_ok(), "{:?}", report.calls);
+    assert!(!applied_first, "the second call applied before the first");
+    assert_eq!(ws.read("f0.txt"), "x0\n");
+    assert_eq!(ws.read("f1.txt"), "x1\n");
+}
+
+/// A cancel that comes while an earlier call of the turn is asked about stops a later call already
+/// answered yes: nothing applies.
+#[test]
+fn a_cancel_while_a_turn_s_questions_stand_together_stops_the_calls_already_answered() {
+    let (ws, report, applied_first) = answered_later_first(Some(turngate::Cancel::new()));
+    assert!(!applied_first);
+    for call in &report.calls {
+        assert_eq!(call.step, Some("cancelled"), "{call:?}");
+    }
+    assert!(!ws.exists("f0.txt") && !ws.exists("f1.txt"));
 }
 
 /// A turn that can be cancelled runs its calls one after another: a call after the one a cancel stopped

@@ -1220,6 +1220,49 @@ fn a_call_the_policy_asks_about_waits_for_its_answer_in_jetstream() {
     assert_eq!(setup.read("asked.txt").as_deref(), Some("yes please"));
 }
 
+/// A job's calls on disjoint paths are asked about together: both questions stand before either is
+/// answered, and nothing applies before its answer; answered, both apply.
+#[test]
+fn a_job_s_calls_are_asked_about_together() {
+    let Some(mut setup) = Setup::new("a_job_s_calls_are_asked_about_together") else {
+        return;
+    };
+    asked_write(&mut setup, "");
+    let calls = [
+        (
+            "w1".to_owned(),
+            "write_file",
+            json!({"path": "one.txt", "content": "1"}),
+        ),
+        (
+            "w2".to_owned(),
+            "write_file",
+            json!({"path": "two.txt", "content": "2"}),
+        ),
+    ];
+    let _worker = setup.spec.spawn(&[]);
+    setup.submit("ask-both", &anthropic_turn(&calls, false));
+    let mut found = Vec::new();
+    let both = wait_until(Duration::from_secs(30), || {
+        found = waiting_questions(&setup.nats.url());
+        found.iter().filter(|q| q.job == "ask-both").count() == 2
+    });
+    assert!(
+        both,
+        "the job's two questions did not stand at once: {found:#?}"
+    );
+    assert_eq!((setup.read("one.txt"), setup.read("two.txt")), (None, None));
+    for question in &found {
+        answer_question(&setup.nats.url(), &question.digest, true);
+    }
+    let results = setup.answered("ask-both", Duration::from_secs(30));
+    let report = &results.iter().find(|r| r.kind == "report").unwrap().payload;
+    assert_eq!(report["calls"][0]["status"], "ok", "{report}");
+    assert_eq!(report["calls"][1]["status"], "ok", "{report}");
+    assert_eq!(setup.read("one.txt").as_deref(), Some("1"));
+    assert_eq!(setup.read("two.txt").as_deref(), Some("2"));
+}
+
 #[test]
 fn a_worker_killed_while_its_question_waits_leaves_it_and_the_yes_applies_once() {
     let Some(mut setup) = Setup::new("a_worker_killed_while_its_question_waits") else {

@@ -84,7 +84,7 @@ pub mod worker;
 
 pub use approval::durable::DurableApprover;
 pub use approval::pending::{ApprovalError, PendingApproval, PendingApprovals};
-pub use approval::{ApprovalFuture, ApprovalRequest, ApproveAll, Approver};
+pub use approval::{ApprovalFuture, ApprovalRequest, ApproveAll, Approver, Asking};
 pub use cancel::Cancel;
 pub use descriptor::{Access, PathParam, ToolDescriptor};
 pub use effects::journal::{Journal, Retention, UndoTarget};

@@ -14,7 +14,10 @@
 //! may wait for the approver or reach the network ([`Policy::runs_alone`]), or the turn can be
 //! cancelled (or is reviewed, or recorded): then one after another, so the user is asked about one call
 //! at a time, in the turn's order, requests go out in the turn's order, and no call after the one a
-//! cancel stopped runs.
+//! cancel stopped runs. With an approver whose questions wait together ([`Asking::Together`]) and a
+//! call it asks about, every call starts at once (a call that may reach the network still runs alone)
+//! and the turn's questions stand together; the calls still take their paths and apply in the turn's
+//! order (`effects/turn_order.rs`).
 //!
 //! [`process_turn_with`] adds [`TurnHooks`]: an [`Approver`] consulted for calls of a tool the policy
 //! marks `approval = "ask"` (no approver: denied), and a [`Cancel`] signal (the calls after it get a
@@ -32,7 +35,7 @@ use futures_util::stream::{FuturesOrdered, StreamExt};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::approval::Approver;
+use crate::approval::{Approver, Asking};
 use crate::audit::{
     AuditRecord, CallRecord, ChangeRecord, PathRecord, TurnRecord, now_ms, sha256_text,
 };
@@ -40,6 +43,7 @@ use crate::cancel::Cancel;
 use crate::descriptor::Access;
 use crate::effects::Effects;
 use crate::effects::journal::{JournalChange, JournalEntry};
+use crate::effects::turn_order::{TurnOrder, TurnPlace};
 use crate::gate::{ApprovedCall, check_call};
 use crate::history::{ToolResult, render};
 use crate::network::RequestRecord;
@@ -311,23 +315,30 @@ async fn gate_turn<E>(
             turn_id: &turn_id,
             provider: turn.provider,
         };
-        let ahead = if recorded.is_none()
-            && !options.review
-            && hooks.cancel.is_none()
-            && turn.calls.iter().all(|call| !policy.runs_alone(&call.name))
-        {
-            CALLS_AHEAD
-        } else {
-            1
-        };
-        let mut waiting = turn.calls.iter().enumerate();
+        let schedule = Schedule::of(&turn, policy, &options, hooks, recorded.is_some());
+        let turn_order = TurnOrder::default();
+        let mut waiting = turn.calls.iter().enumerate().peekable();
         let mut running = FuturesOrdered::new();
+        // Whether the last call started runs alone: nothing starts beside it.
+        let mut alone = false;
         loop {
-            while running.len() < ahead {
+            while let Some((_, call)) = waiting.peek() {
+                let may_start = match schedule {
+                    Schedule::OneAtATime => running.is_empty(),
+                    Schedule::Ahead => running.len() < CALLS_AHEAD,
+                    Schedule::Together => {
+                        running.is_empty() || !(alone || policy.reaches_network(&call.name))
+                    }
+                };
+                if !may_start {
+                    break;
+                }
                 let Some((position, call)) = waiting.next() else {
                     break;
                 };
-                running.push_back(run.start(position, call, recorded.as_mut()));
+                alone = policy.reaches_network(&call.name);
+                let place = (schedule == Schedule::Together).then(|| turn_order.start(position));
+                running.push_back(run.start(position, call, place, recorded.as_mut()));
             }
             let Some(next) = running.next().await else {
                 break;
@@ -374,6 +385,47 @@ async fn gate_turn<E>(
 /// small write); calls on overlapping paths still go one after the other.
 const CALLS_AHEAD: usize = 2;
 
+/// How a completed turn's calls are started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Schedule {
+    /// Each once the one before it is done: a call may wait for an approver that asks one question at
+    /// a time or reach the network, the turn can be cancelled, is reviewed or is recorded.
+    OneAtATime,
+    /// [`CALLS_AHEAD`] at once: nothing waits for anyone, nothing reaches the network.
+    Ahead,
+    /// A call the policy asks about, and an approver whose questions wait together
+    /// ([`Asking::Together`]): every call at once ([`TurnOrder`] keeps them in the turn's order on
+    /// the paths they share and when they apply), except that a call that may reach the network
+    /// runs alone, so requests still go out in the turn's order.
+    Together,
+}
+
+impl Schedule {
+    fn of(
+        turn: &Turn,
+        policy: &Policy,
+        options: &TurnOptions,
+        hooks: TurnHooks<'_>,
+        recorded: bool,
+    ) -> Schedule {
+        let asks = |call: &RawCall| options.review || policy.needs_approval(&call.name);
+        let together = hooks
+            .approver
+            .is_some_and(|approver| approver.asking() == Asking::Together);
+        if together && turn.calls.iter().any(asks) {
+            Schedule::Together
+        } else if !recorded
+            && !options.review
+            && hooks.cancel.is_none()
+            && turn.calls.iter().all(|call| !policy.runs_alone(&call.name))
+        {
+            Schedule::Ahead
+        } else {
+            Schedule::OneAtATime
+        }
+    }
+}
+
 /// A call's report, how long it ran (`None` when it did not) and the paths it was approved for.
 type Ran = (CallReport, Option<Duration>, Vec<PathRecord>);
 
@@ -397,6 +449,7 @@ impl<'a> TurnRun<'a> {
         &'a self,
         position: usize,
         call: &'a RawCall,
+        place: Option<TurnPlace<'a>>,
         recorded: Option<&mut Recorded<'_, E>>,
     ) -> Either<future::Ready<Result<Ran, E>>, impl Future<Output = Result<Ran, E>> + use<'a, E>>
     {
@@ -428,17 +481,19 @@ impl<'a> TurnRun<'a> {
             Err(error) => Either::Left(future::ready(Err(error))),
             Ok(Some(entry)) => done(replayed(call, entry)),
             Ok(None) => {
-                let mut context = CallContext {
-                    root: self.root,
-                    policy: self.policy,
-                    effects: self.effects,
-                    approver: self.hooks.approver,
-                    review: self.review,
-                    cancel: self.hooks.cancel,
-                    call_id: key.or_else(|| call.id.clone()),
-                    turn: Some(self.turn_id.to_owned()),
-                };
+                let call_id = key.or_else(|| call.id.clone());
                 Either::Right(async move {
+                    let mut context = CallContext {
+                        root: self.root,
+                        policy: self.policy,
+                        effects: self.effects,
+                        approver: self.hooks.approver,
+                        review: self.review,
+                        cancel: self.hooks.cancel,
+                        call_id,
+                        turn: Some(self.turn_id.to_owned()),
+                        place: place.as_ref(),
+                    };
                     Ok(run_call(self.toolbox, &mut context, self.provider, call).await)
                 })
             }

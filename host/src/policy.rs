@@ -324,11 +324,18 @@ impl Policy {
     }
 
     /// Whether a call of `tool` runs alone in its turn, after the calls before it and before the ones
-    /// after it: it may wait for the approver (the tool is marked `approval = "ask"`), or it may reach
-    /// the network (where a write may wait for the approver too, and the host cannot tell which remote
-    /// state a request touches, as it can tell the paths a call touches).
+    /// after it: it may wait for the approver (the tool is marked `approval = "ask"`, unless the
+    /// approver takes a turn's questions together), or it may reach the network
+    /// ([`Policy::reaches_network`]).
     pub fn runs_alone(&self, tool: &str) -> bool {
-        self.needs_approval(tool) || self.grant(tool).is_some_and(NetworkGrant::any)
+        self.needs_approval(tool) || self.reaches_network(tool)
+    }
+
+    /// Whether a call of `tool` may reach the network: it then always runs alone in its turn, since a
+    /// write may wait for the approver, and the host cannot tell which remote state a request touches,
+    /// as it can tell the paths a call touches.
+    pub fn reaches_network(&self, tool: &str) -> bool {
+        self.grant(tool).is_some_and(NetworkGrant::any)
     }
 
     /// What `tool` may request over the network (nothing without a policy file, or without a network

@@ -19,6 +19,7 @@ use crate::bundled::BUNDLED_COMPONENTS;
 use crate::cancel::Cancel;
 use crate::descriptor::{Access, DescriptorError, ToolContract, ToolDescriptor};
 use crate::effects::journal::CallMeta;
+use crate::effects::turn_order::TurnPlace;
 use crate::effects::{ChangeSet, Effects, order};
 use crate::gate::{ApprovedCall, ToolCatalog, check_call};
 use crate::lockfile::{LOCK_FILE, LockError, PinnedTool, ToolLock};
@@ -762,6 +763,16 @@ impl Toolbox {
             .iter()
             .map(|p| (p.location.clone(), p.access))
             .collect();
+        // From before the view is taken until the changes are applied, calls touching the same paths
+        // wait for each other, in the order they came (a turn's calls asked together: in the turn's).
+        let held = order::held_paths(context.root, &paths);
+        if let Some(place) = context.place {
+            place.before_taking_a_ticket().await;
+        }
+        let ticket = context.effects.order.take(held);
+        if let Some(place) = context.place {
+            place.placed();
+        }
         // A call that only reads is asked about before it runs: what it reads is what it reveals.
         if asks && access != Some(Access::Write) {
             let request = ApprovalRequest {
@@ -778,10 +789,7 @@ impl Toolbox {
                 return CallOutcome::refused(name, denied);
             }
         }
-        // From before the view is taken until the changes are applied, calls touching the same paths
-        // wait for each other, in the order they came.
-        let held = order::held_paths(context.root, &paths);
-        let _ticket = context.effects.order.enter(held).await;
+        ticket.ready().await;
         let view = match self.view(context, approved, access) {
             Ok(view) => view,
             Err(e) => {
@@ -897,8 +905,11 @@ impl Toolbox {
             };
             context.ask(&request).await?;
         }
-        // The last point before anything moves: a cancel that came while the call ran, was checked
-        // or was reviewed wins over everything before it.
+        if let Some(place) = context.place {
+            place.before_applying().await;
+        }
+        // The last point before anything moves: a cancel that came while the call ran, was checked,
+        // was reviewed or waited for the calls before it in its turn wins over everything before it.
         crate::test_hooks::before_apply(context.cancel).await;
         context.not_cancelled(CancelledAt::Apply)?;
         let meta = CallMeta {
@@ -931,6 +942,9 @@ pub struct CallContext<'a> {
     pub call_id: Option<String>,
     /// The turn the call belongs to (journaled; `turngate undo --turn`).
     pub turn: Option<String>,
+    /// The call's place in its turn when the turn's calls are asked about together: it takes its
+    /// ticket and applies after the calls before it.
+    pub(crate) place: Option<&'a TurnPlace<'a>>,
 }
 
 impl<'a> CallContext<'a> {
@@ -945,6 +959,7 @@ impl<'a> CallContext<'a> {
             cancel: None,
             call_id: None,
             turn: None,
+            place: None,
         }
     }
 

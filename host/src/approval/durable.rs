@@ -16,7 +16,7 @@ use std::time::Duration;
 use super::pending::{
     Answer, ApprovalError, PendingApproval, PendingApprovals, deadline_ms, now_ms,
 };
-use super::{ApprovalFuture, ApprovalRequest, Approver};
+use super::{ApprovalFuture, ApprovalRequest, Approver, Asking};
 use crate::digest::Sha256Digest;
 
 /// Asks through the root's recorded approvals.
@@ -141,5 +141,10 @@ impl Approver for DurableApprover {
                 }
             }
         })
+    }
+
+    /// Its questions wait in the root, to be answered one by one or a turn at a time.
+    fn asking(&self) -> Asking {
+        Asking::Together
     }
 }

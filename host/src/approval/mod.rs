@@ -106,10 +106,29 @@ pub(crate) fn digest_of(shown: &serde_json::Value) -> Sha256Digest {
 /// The future an [`Approver`] returns: `true` lets the call run (or its changes apply).
 pub type ApprovalFuture<'a> = Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
 
+/// How an [`Approver`] takes the questions of one turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Asking {
+    /// One question at a time, in the turn's order (a prompt on a terminal, a callback): each call is
+    /// asked about once the calls before it applied or were refused.
+    #[default]
+    OneAtATime,
+    /// Every question that can stand at once (a page where they wait to be answered, one by one or a
+    /// turn at a time): the turn's calls on disjoint paths run and are asked about together, each
+    /// later call on a path an earlier one touches only once that one is done, and they still apply
+    /// in the turn's order. A call that may reach the network still runs alone.
+    Together,
+}
+
 /// Decides calls that need the user's approval.
 pub trait Approver: Send + Sync {
     /// Decides one call.
     fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a>;
+
+    /// How it takes a turn's questions (one at a time unless it says otherwise).
+    fn asking(&self) -> Asking {
+        Asking::OneAtATime
+    }
 }
 
 /// Approves everything, for embedders whose users approved in advance (and for tests).

@@ -7,8 +7,8 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use turngate::live::agent::{AgentObserver, LogRecord};
 use turngate::{
-    ApprovalFuture, ApprovalRequest, Approver, Cancel, DurableApprover, PendingApprovals, Policy,
-    Root,
+    ApprovalFuture, ApprovalRequest, Approver, Asking, Cancel, DurableApprover, PendingApprovals,
+    Policy, Root,
 };
 
 /// Echoes text deltas to stderr and appends every log record to the log file.
@@ -175,6 +175,13 @@ impl Approver for CliApprover {
                 );
                 durable.approve(request)
             }
+        }
+    }
+
+    fn asking(&self) -> Asking {
+        match self {
+            CliApprover::Terminal(terminal) => terminal.asking(),
+            CliApprover::Console(durable) => durable.asking(),
         }
     }
 }

@@ -14,6 +14,7 @@
 pub mod diff;
 pub mod journal;
 pub(crate) mod order;
+pub(crate) mod turn_order;
 
 use std::io::{self, Read};
 

@@ -41,25 +41,24 @@ pub(crate) struct Ticket<'a> {
 }
 
 impl PathOrder {
-    /// Waits until the call that will touch `paths` may go.
-    pub(crate) async fn enter(&self, paths: Vec<(RelPath, Access)>) -> Ticket<'_> {
-        let number = {
-            let mut tickets = self.lock();
-            let number = tickets.next;
-            tickets.next += 1;
-            tickets.held.insert(number, paths);
-            number
-        };
-        let ticket = Ticket {
+    /// Waits until the call that will touch `paths` may go ([`PathOrder::take`], then
+    /// [`Ticket::ready`]).
+    #[cfg(test)]
+    async fn enter(&self, paths: Vec<(RelPath, Access)>) -> Ticket<'_> {
+        let ticket = self.take(paths);
+        ticket.ready().await;
+        ticket
+    }
+
+    /// The place of the call that will touch `paths`: after every ticket taken before it.
+    pub(crate) fn take(&self, paths: Vec<(RelPath, Access)>) -> Ticket<'_> {
+        let mut tickets = self.lock();
+        let number = tickets.next;
+        tickets.next += 1;
+        tickets.held.insert(number, paths);
+        Ticket {
             order: self,
             number,
-        };
-        loop {
-            let changed = self.changed.notified();
-            if !self.waits(number) {
-                return ticket;
-            }
-            changed.await;
         }
     }
 
@@ -77,6 +76,19 @@ impl PathOrder {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Tickets> {
         self.tickets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Ticket<'_> {
+    /// Waits until no earlier ticket still in play overlaps this one.
+    pub(crate) async fn ready(&self) {
+        loop {
+            let changed = self.order.changed.notified();
+            if !self.order.waits(self.number) {
+                return;
+            }
+            changed.await;
+        }
     }
 }
 

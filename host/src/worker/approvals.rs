@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use super::WorkerError;
 use super::names::Names;
-use crate::approval::{ApprovalFuture, ApprovalRequest, Approver, digest_of};
+use crate::approval::{ApprovalFuture, ApprovalRequest, Approver, Asking, digest_of};
 use crate::digest::Sha256Digest;
 
 /// How long a question and its answers are kept (the longest approval timeout a policy should set).
@@ -385,6 +385,11 @@ impl Approver for FleetApprover {
                 }
             }
         })
+    }
+
+    /// Its questions wait in JetStream, to be answered one by one or a job at a time.
+    fn asking(&self) -> Asking {
+        Asking::Together
     }
 }
 
