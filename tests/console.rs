@@ -312,8 +312,22 @@ fn a_call_s_diff_shows_what_it_replaced_and_what_it_wrote() {
         diff.contains("-first\n") && diff.contains("+changed\n"),
         "{diff}"
     );
-    // Once a later edit replaced what the call wrote, the journal has only its hash: no diff, and
-    // the reason.
+    // The first call's file was replaced by the third call since: what the first wrote is the
+    // third's pre-image, and its diff is still shown.
+    let oldest = *seqs(&served.journal(&cookie, "")).last().unwrap();
+    let first_diff = |served: &Served| {
+        let reply = served.get(&cookie, &format!("/api/diff?seq={oldest}"));
+        assert_eq!(reply.status, 200, "{reply:?}");
+        reply.json()["changes"][0].clone()
+    };
+    let before_the_edit = first_diff(&served);
+    let diff = before_the_edit["diff"].as_str().unwrap_or_default();
+    assert!(
+        diff.contains("-old line\n") && diff.contains("+first\n"),
+        "{before_the_edit}"
+    );
+    // Once an edit outside the journal replaced what the last call wrote, only its hash is left: no
+    // diff, and the reason. The first call's diff does not depend on the root's file.
     served.ws.write("a.txt", "the user's edit\n");
     let reply = served.get(&cookie, &format!("/api/diff?seq={newest}"));
     let change = &reply.json()["changes"][0];
@@ -325,6 +339,7 @@ fn a_call_s_diff_shows_what_it_replaced_and_what_it_wrote() {
             .contains("changed since the call"),
         "{change}"
     );
+    assert_eq!(first_diff(&served), before_the_edit);
 }
 
 #[test]

@@ -1,10 +1,13 @@
 //! What an applied change's file held before and after the call, read back for showing (the
 //! console's diffs): the pre-image from `pre/`, and the new content from the root while it is still
-//! what the call left. Each is held to the SHA-256 the journal recorded, read without following a
-//! link, and only up to a limit; this is for showing, never for restoring (undo checks for itself).
+//! what the call left, else from the pre-image of a later applied call that replaced or removed it
+//! (what one call wrote is what the next call on the file kept). Each is held to the SHA-256 the
+//! journal recorded, read without following a link, and only up to a limit; this is for showing,
+//! never for restoring (undo checks for itself).
 //!
-//! The journal keeps pre-images, not what a call wrote: once a later edit replaced a file, the
-//! content the call left there is gone, and only its hash and size remain in the log.
+//! The journal keeps pre-images, not what a call wrote: once an edit outside the journal replaced a
+//! file (or the call that replaced it was undone or pruned), the content the call left there is gone,
+//! and only its hash and size remain in the log.
 
 use std::io::Read;
 
@@ -44,6 +47,7 @@ impl Journal {
         let after = match &change.after {
             None => Ok(None),
             Some(after) => read_checked(root.dir(), &change.path, after, limit)
+                .or_else(|why| self.kept_by_a_later_call(call, after, limit).ok_or(why))
                 .map(Some)
                 .map_err(|why| {
                     format!(
@@ -52,6 +56,23 @@ impl Journal {
                 }),
         };
         (before, after)
+    }
+
+    /// `content`, written by `call`, as a later applied call kept it: the first pre-image of a call
+    /// after it that holds exactly that content (the file's next version may have come from anywhere;
+    /// the hash tells whether it is the one).
+    fn kept_by_a_later_call(
+        &self,
+        call: &JournalEntry,
+        content: &Content,
+        limit: u64,
+    ) -> Option<Vec<u8>> {
+        self.calls
+            .range(call.seq + 1..)
+            .filter(|(_, later)| later.state == CallState::Applied)
+            .flat_map(|(_, later)| &later.changes)
+            .filter(|change| change.before.as_ref() == Some(content))
+            .find_map(|change| read_checked(&self.pre, change.pre.as_deref()?, content, limit).ok())
     }
 }
 
