@@ -995,6 +995,97 @@ fn a_turn_s_calls_are_answered_in_one_request_and_a_stale_digest_answers_none() 
     assert_eq!(served.ws.read("b.txt"), "b\n");
 }
 
+/// A text file over 1 MiB (50,000 lines) and the same with every 1,000th line changed: 50 hunks.
+fn long_file() -> (String, String) {
+    let line = |n: usize| match n % 1000 {
+        0 => format!("changed {n:06} ..........\n"),
+        _ => format!("line {n:06} .............\n"),
+    };
+    let old: String = (0..50_000)
+        .map(|n| format!("line {n:06} .............\n"))
+        .collect();
+    let new: String = (0..50_000).map(line).collect();
+    assert!(old.len() > 1 << 20);
+    (old, new)
+}
+
+/// The `@@` lines of a diff page.
+fn hunk_heads(page: &Value) -> Vec<String> {
+    page["diff"]
+        .as_str()
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.starts_with("@@"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A held write to a file over 1 MiB is diffed (not summarized) and the page is given its hunks 20
+/// at a time, the later ones on request; so is the applied call's diff on the timeline.
+#[test]
+fn a_held_diff_of_a_file_over_1_mib_is_paged_from_the_server() {
+    let served = Served::start();
+    let cookie = served.login();
+    let (old, new) = long_file();
+    served.ws.write("long.txt", &old);
+    let asked = ask_in_background(&served, "t1", "c1", "long.txt", &new, 600);
+    let question = waiting(&served, &cookie, 1).remove(0);
+    assert_eq!(question["diff_hunks"], 50, "{}", question["diff_hunks"]);
+    let first = &question["request"];
+    assert_eq!(hunk_heads(first).len(), 20);
+    assert!(
+        first["diff"]
+            .as_str()
+            .unwrap()
+            .starts_with("--- a/long.txt\n+++ b/long.txt\n")
+    );
+    let digest = question["digest"].as_str().unwrap();
+    let page = |from: usize| {
+        let reply = served.get(
+            &cookie,
+            &format!("/api/approvals/diff?digest={digest}&from={from}"),
+        );
+        assert_eq!(reply.status, 200, "{reply:?}");
+        reply.json()
+    };
+    let second = page(20);
+    assert_eq!(
+        (second["from"].clone(), second["hunks"].clone()),
+        (json!(20), json!(50))
+    );
+    assert_eq!(hunk_heads(&second).len(), 20);
+    assert!(second["diff"].as_str().unwrap().contains("+changed 020000"));
+    let last = page(40);
+    assert_eq!(hunk_heads(&last).len(), 10);
+    assert!(last["diff"].as_str().unwrap().contains("+changed 049000"));
+    let unknown = served.get(
+        &cookie,
+        &format!(
+            "/api/approvals/diff?digest=sha256:{}&from=0",
+            "0".repeat(64)
+        ),
+    );
+    assert_eq!(unknown.status, 409, "{unknown:?}");
+
+    let reply = served.answer(&cookie, json!([{"digest": digest, "approve": true}]));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(served.finish(asked)["status"], "ok");
+    let seq = seqs(&served.journal(&cookie, ""))[0];
+    let reply = served.get(&cookie, &format!("/api/diff?seq={seq}"));
+    let change = &reply.json()["changes"][0];
+    assert_eq!(change["hunks"], 50, "{change}");
+    assert_eq!(hunk_heads(change).len(), 20);
+    let reply = served.get(&cookie, &format!("/api/diff?seq={seq}&change=0&from=40"));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(hunk_heads(&reply.json()).len(), 10);
+    assert!(
+        reply.json()["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+changed 049000")
+    );
+}
+
 #[test]
 fn an_answer_is_held_to_what_was_shown() {
     let served = Served::start();
@@ -1449,14 +1540,8 @@ fn in_a_browser_held_writes_are_approved_denied_and_approved_by_turn() {
 fn in_a_browser_a_large_diff_is_shown_a_page_of_hunks_at_a_time() {
     let served = Served::start();
     let browser = Browser::start();
-    // 50 changed lines, each 10 lines from the next: 50 hunks.
-    let old: String = (0..500).map(|n| format!("line {n}\n")).collect();
-    let new: String = (0..500)
-        .map(|n| match n % 10 {
-            0 => format!("changed {n}\n"),
-            _ => format!("line {n}\n"),
-        })
-        .collect();
+    // A file over 1 MiB, 50 changed lines 1,000 lines apart: 50 hunks.
+    let (old, new) = long_file();
     served.ws.write("long.txt", &old);
     let asked = ask_in_background(&served, "t1", "c1", "long.txt", &new, 600);
     browser.open(&page_url(&served));
@@ -1465,14 +1550,19 @@ fn in_a_browser_a_large_diff_is_shown_a_page_of_hunks_at_a_time() {
     assert_eq!(browser.run(hunks), json!(20));
     let shown = browser.run("return document.getElementById('questions').innerText");
     assert!(
-        shown.as_str().unwrap().contains("+changed 190")
-            && !shown.as_str().unwrap().contains("+changed 200"),
+        shown.as_str().unwrap().contains("+changed 019000")
+            && !shown.as_str().unwrap().contains("+changed 020000"),
         "{shown}"
     );
     browser.click("#questions", "Show 20 more hunks (30 not shown)");
-    assert_eq!(browser.run(hunks), json!(40));
+    browser.until("40 hunks", &format!("{hunks} === 40"));
     browser.click("#questions", "Show 10 more hunks (10 not shown)");
-    assert_eq!(browser.run(hunks), json!(50));
+    browser.until("50 hunks", &format!("{hunks} === 50"));
+    let shown = browser.run("return document.getElementById('questions').innerText");
+    assert!(
+        shown.as_str().unwrap().contains("+changed 049000"),
+        "{shown}"
+    );
     let more =
         "return [...document.querySelectorAll('#questions button.more')].every(b => b.hidden)";
     assert_eq!(

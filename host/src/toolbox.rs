@@ -892,7 +892,8 @@ impl Toolbox {
             return Ok(None);
         }
         if context.review || context.policy.needs_approval(name) {
-            let diff = changes.diff();
+            let size = context.approver.map(|a| a.diff_size()).unwrap_or_default();
+            let diff = changes.diff(size);
             let request = ApprovalRequest {
                 id: context.call_id.as_deref(),
                 turn: context.turn.as_deref(),

@@ -18,6 +18,7 @@ use super::pending::{
 };
 use super::{ApprovalFuture, ApprovalRequest, Approver, Asking};
 use crate::digest::Sha256Digest;
+use crate::effects::diff::DiffSize;
 
 /// Asks through the root's recorded approvals.
 #[derive(Debug, Clone)]
@@ -146,5 +147,10 @@ impl Approver for DurableApprover {
     /// Its questions wait in the root, to be answered one by one or a turn at a time.
     fn asking(&self) -> Asking {
         Asking::Together
+    }
+
+    /// The console shows its questions' diffs a page of hunks at a time.
+    fn diff_size(&self) -> DiffSize {
+        DiffSize::Paged
     }
 }

@@ -21,6 +21,7 @@ use std::pin::Pin;
 use crate::descriptor::Access;
 use crate::digest::Sha256Digest;
 use crate::effects::ChangeSet;
+use crate::effects::diff::DiffSize;
 use crate::network::NetworkRequest;
 use crate::resolve::RelPath;
 
@@ -128,6 +129,12 @@ pub trait Approver: Send + Sync {
     /// How it takes a turn's questions (one at a time unless it says otherwise).
     fn asking(&self) -> Asking {
         Asking::OneAtATime
+    }
+
+    /// How much of a change set the diffs it is shown hold (shown whole unless it says otherwise:
+    /// one that shows them a page of hunks at a time is given larger files' diffs).
+    fn diff_size(&self) -> DiffSize {
+        DiffSize::Whole
     }
 }
 

@@ -33,8 +33,9 @@ use crate::root::{Root, STATE_DIR};
 /// The directory in `.turngate/` approvals are recorded in.
 pub const APPROVALS_DIR: &str = "approvals";
 
-/// Largest record read (a question holds the diff shown, which approvals keep under 1 MiB a file).
-const MAX_RECORD_BYTES: u64 = 64 << 20;
+/// Largest record read (a question holds the diff shown, at most
+/// [`crate::effects::diff::MAX_PAGED_BYTES`], which JSON may escape to twice its size).
+const MAX_RECORD_BYTES: u64 = 128 << 20;
 
 /// Why an approval could not be recorded, answered or read.
 #[derive(Debug, thiserror::Error)]
@@ -332,8 +333,8 @@ impl PendingApprovals {
         Ok(waiting)
     }
 
-    /// The recorded question `digest`, held to its name.
-    fn question(&self, digest: &Sha256Digest) -> Result<PendingApproval, ApprovalError> {
+    /// The recorded question `digest`, held to its name (waiting, or answered and not yet taken).
+    pub fn question(&self, digest: &Sha256Digest) -> Result<PendingApproval, ApprovalError> {
         let name = Part::Ask.name(digest);
         let question = self
             .read::<PendingApproval>(&name)?

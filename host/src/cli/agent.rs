@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::io::{BufRead, IsTerminal, Write};
 
+use turngate::effects::diff::DiffSize;
 use turngate::live::agent::{AgentObserver, LogRecord};
 use turngate::{
     ApprovalFuture, ApprovalRequest, Approver, Asking, Cancel, DurableApprover, PendingApprovals,
@@ -182,6 +183,13 @@ impl Approver for CliApprover {
         match self {
             CliApprover::Terminal(terminal) => terminal.asking(),
             CliApprover::Console(durable) => durable.asking(),
+        }
+    }
+
+    fn diff_size(&self) -> DiffSize {
+        match self {
+            CliApprover::Terminal(terminal) => terminal.diff_size(),
+            CliApprover::Console(durable) => durable.diff_size(),
         }
     }
 }

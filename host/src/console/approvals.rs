@@ -9,7 +9,7 @@
 use hyper::{Response, StatusCode};
 use serde::Deserialize;
 
-use super::{Body, State, json};
+use super::{Body, State, diff_pages, json, query_value};
 use crate::approval::pending::{ApprovalError, PendingApprovals};
 use crate::digest::Sha256Digest;
 use crate::worker::approvals::{FleetAnswer, FleetApprovals, FleetQuestion};
@@ -18,8 +18,9 @@ use crate::worker::approvals::{FleetAnswer, FleetApprovals, FleetQuestion};
 pub const MAX_ANSWERS: usize = 100;
 
 /// `GET /api/approvals`: `{"approvals": [{"digest", "asked_ms", "deadline_ms", "turn", "request",
-/// "fleet"}], "damaged": ["..."]}`, the root's oldest first, then the fleet's (`fleet`: `true`, `turn`
-/// the job that asked); `damaged` says which records cannot be answered and why.
+/// "fleet", "diff_hunks"}], "damaged": ["..."]}`, the root's oldest first, then the fleet's (`fleet`:
+/// `true`, `turn` the job that asked); `damaged` says which records cannot be answered and why. Each
+/// request's `diff` is its first page of hunks ([`diff_pages`]), `diff_hunks` how many it has.
 pub(super) async fn waiting(state: &State) -> Response<Body> {
     let local = match PendingApprovals::waiting_in(&state.root) {
         Ok(local) => local,
@@ -31,11 +32,11 @@ pub(super) async fn waiting(state: &State) -> Response<Body> {
         .map(|question| {
             let mut shown = serde_json::to_value(question).expect("a question serializes");
             shown["fleet"] = false.into();
-            shown
+            first_page(shown)
         })
         .collect();
     match fleet_waiting(state).await {
-        Ok(fleet) => questions.extend(fleet.iter().map(fleet_shown)),
+        Ok(fleet) => questions.extend(fleet.iter().map(fleet_shown).map(first_page)),
         Err(e) => return failed(&e),
     }
     json(
@@ -65,6 +66,64 @@ fn fleet_shown(question: &FleetQuestion) -> serde_json::Value {
         "request": question.request,
         "fleet": true,
     })
+}
+
+/// A question as listed: its diff's first page, and how many hunks the diff has.
+fn first_page(mut shown: serde_json::Value) -> serde_json::Value {
+    let hunks = match shown
+        .get_mut("request")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        Some(request) => {
+            let diff = request.get("diff").and_then(serde_json::Value::as_str);
+            let first = diff_pages::page(diff.unwrap_or_default(), 0);
+            request.insert("diff".into(), first.diff.into());
+            first.hunks
+        }
+        None => 0,
+    };
+    shown["diff_hunks"] = hunks.into();
+    shown
+}
+
+/// `GET /api/approvals/diff?digest=D&from=H`: the page of the waiting question `D`'s diff from hunk
+/// `H` (`{"diff", "from", "hunks"}`), held to its digest as an answer is; 404 when no such question
+/// waits in the root or the fleet.
+pub(super) async fn diff_page(state: &State, query: &str) -> Response<Body> {
+    let Some(digest) = query_value(query, "digest").and_then(|v| v.parse::<Sha256Digest>().ok())
+    else {
+        return json(
+            StatusCode::BAD_REQUEST,
+            &serde_json::json!({ "error": "give digest=sha256:HEX" }),
+        );
+    };
+    let from = query_value(query, "from")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    let local = match PendingApprovals::open_existing(&state.root) {
+        Ok(Some(approvals)) => match approvals.question(&digest) {
+            Ok(question) => Some(question.request),
+            Err(ApprovalError::Unknown(_)) => None,
+            Err(e) => return refused(&e),
+        },
+        Ok(None) => None,
+        Err(e) => return refused(&e),
+    };
+    let request = match (local, &state.fleet) {
+        (Some(request), _) => request,
+        (None, Some(fleet)) => match fleet.question(&digest).await {
+            Ok(Some(question)) => question.request,
+            Ok(None) => return refused(&ApprovalError::Unknown(digest)),
+            Err(e) => return failed(&e.to_string()),
+        },
+        (None, None) => return refused(&ApprovalError::Unknown(digest)),
+    };
+    let diff = request.get("diff").and_then(serde_json::Value::as_str);
+    let page = diff_pages::page(diff.unwrap_or_default(), from);
+    json(
+        StatusCode::OK,
+        &serde_json::to_value(page).expect("a page serializes"),
+    )
 }
 
 fn failed(error: &str) -> Response<Body> {

@@ -24,6 +24,7 @@
 pub mod approvals;
 pub mod assets;
 pub mod audit_log;
+pub mod diff_pages;
 pub mod guard;
 pub mod timeline;
 pub mod tools;
@@ -217,6 +218,9 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Response<Body>
         ),
         (Method::GET, "/api/approvals") => runtime.block_on(approvals::waiting(&state)),
         (Method::POST, "/api/approvals") => runtime.block_on(approvals::answer(&state, &body)),
+        (Method::GET, "/api/approvals/diff") => {
+            runtime.block_on(approvals::diff_page(&state, &query))
+        }
         (Method::GET, "/api/journal") => timeline::page(&state, &query),
         (Method::GET, "/api/diff") => timeline::diff(&state, &query),
         (Method::POST, "/api/undo") => timeline::undo(&state, &body),

@@ -5,17 +5,17 @@
 //! "total": N}`: at most `limit` calls (default [`PAGE`], at most [`MAX_PAGE`]) with a sequence number
 //! below `before`, each `{"seq", "call_id", "turn", "tool", "time_ms", "state", "damage", "changes":
 //! [{"path", "kind", "before", "after"}]}`. `GET /api/diff?seq=N` answers `{"seq", "changes":
-//! [{"path", "kind", "diff"|null, "before_note", "after_note"}]}`. `POST /api/undo` with `{"seq": N}`
+//! [{"path", "kind", "diff"|null, "hunks", "binary", "before_note", "after_note"}]}`, each diff its
+//! first page of hunks (files up to [`MAX_PAGED_FILE`]); `GET /api/diff?seq=N&change=I&from=H` answers
+//! change `I`'s page from hunk `H`: `{"diff", "from", "hunks"}`. `POST /api/undo` with `{"seq": N}`
 //! or `{"turn": ID}` answers 200 `{"undone": [seq...]}`, or 409 `{"error", "path"}` when refused (a file
 //! changed since the call, named in both; nothing to undo; a damaged record).
 
+use super::{Body, State, diff_pages, json, query_value};
+use crate::effects::diff::{MAX_PAGED_FILE, unified};
+use crate::effects::journal::{CallState, JournalEntry, Shown, UndoError, UndoTarget};
 use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
-use similar::TextDiff;
-
-use super::{Body, State, json, query_value};
-use crate::effects::diff::{MAX_DIFF_BYTES, MAX_DIFF_FILE};
-use crate::effects::journal::{CallState, JournalEntry, Shown, UndoError, UndoTarget};
 
 /// Calls on a page unless the request asks for another number.
 pub const PAGE: usize = 50;
@@ -59,36 +59,54 @@ pub(super) fn page(state: &State, query: &str) -> Response<Body> {
     )
 }
 
-/// `GET /api/diff`.
+/// `GET /api/diff`: every change of call `seq`, its diff's first page of hunks; with `change=I` (and
+/// `from=H`), the page of change `I`'s diff from hunk `H`.
 pub(super) fn diff(state: &State, query: &str) -> Response<Body> {
     let Some(seq) = query_value(query, "seq").and_then(|v| v.parse::<u64>().ok()) else {
         return bad_request("give seq=N");
     };
+    let one = query_value(query, "change").and_then(|v| v.parse::<usize>().ok());
+    let from = query_value(query, "from")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
     let changes = state.with_journal(|journal| {
         let journal = journal?;
         let entry = journal.entry(seq).ok()??;
         let mut out = Vec::new();
-        let mut size = 0;
-        for change in &entry.changes {
-            let (before, after) =
-                journal.change_contents(&state.root, &entry, change, MAX_DIFF_FILE);
-            let mut shown = shown_change(&change.path, change.kind.as_str(), before, after);
-            size += shown["diff"].as_str().map_or(0, str::len);
-            if size > MAX_DIFF_BYTES {
-                shown["diff"] = Value::Null;
-                shown["after_note"] = json!(format!("diff not shown: past {MAX_DIFF_BYTES} bytes"));
+        for (index, change) in entry.changes.iter().enumerate() {
+            if one.is_some_and(|one| one != index) {
+                continue;
             }
-            out.push(shown);
+            let (before, after) =
+                journal.change_contents(&state.root, &entry, change, MAX_PAGED_FILE);
+            out.push(shown_change(
+                &change.path,
+                change.kind.as_str(),
+                before,
+                after,
+                from,
+            ));
         }
         Some(out)
     });
-    match changes {
-        Ok(Some(changes)) => json(StatusCode::OK, &json!({"seq": seq, "changes": changes})),
-        Ok(None) => json(
+    match (changes, one) {
+        (Ok(Some(mut changes)), Some(_)) if changes.len() == 1 => {
+            let change = changes.remove(0);
+            json(
+                StatusCode::OK,
+                &json!({"diff": change["diff"], "from": from, "hunks": change["hunks"]}),
+            )
+        }
+        (Ok(Some(_)), Some(index)) => json(
+            StatusCode::NOT_FOUND,
+            &json!({"error": format!("call {seq} has no change {index}")}),
+        ),
+        (Ok(Some(changes)), None) => json(StatusCode::OK, &json!({"seq": seq, "changes": changes})),
+        (Ok(None), _) => json(
             StatusCode::NOT_FOUND,
             &json!({"error": format!("the journal has no call with seq {seq}")}),
         ),
-        Err(e) => failed(&e.to_string()),
+        (Err(e), _) => failed(&e.to_string()),
     }
 }
 
@@ -149,32 +167,29 @@ fn entry_json(entry: &JournalEntry) -> Value {
     })
 }
 
-/// One change's diff, or notes saying why a side is not shown.
-fn shown_change(path: &str, kind: &str, before: Shown, after: Shown) -> Value {
+/// One change's diff (the page from hunk `from`, and how many hunks it has), or notes saying why a
+/// side is not shown.
+fn shown_change(path: &str, kind: &str, before: Shown, after: Shown, from: usize) -> Value {
     let note = |side: &Shown| side.as_ref().err().cloned();
     let (before_note, after_note) = (note(&before), note(&after));
     let binary = [&before, &after]
         .into_iter()
         .any(|side| matches!(side, Ok(Some(bytes)) if std::str::from_utf8(bytes).is_err()));
-    let diff = match (before, after) {
+    let page = match (before, after) {
         (Ok(old), Ok(new)) if !binary => {
             // Both sides are UTF-8 (`binary` is false); a missing file is empty text.
             let text = |side: Option<Vec<u8>>| String::from_utf8(side.unwrap_or_default());
             let (old, new) = (text(old).unwrap_or_default(), text(new).unwrap_or_default());
-            Some(
-                TextDiff::from_lines(&old, &new)
-                    .unified_diff()
-                    .context_radius(3)
-                    .header(&format!("a/{path}"), &format!("b/{path}"))
-                    .to_string(),
-            )
+            let whole = unified(&old, &new, &format!("a/{path}"), &format!("b/{path}"));
+            Some(diff_pages::page(&whole, from))
         }
         _ => None,
     };
     json!({
         "path": path,
         "kind": kind,
-        "diff": diff,
+        "diff": page.as_ref().map(|page| page.diff.as_str()),
+        "hunks": page.as_ref().map_or(0, |page| page.hunks),
         "binary": binary,
         "before_note": before_note,
         "after_note": after_note,

@@ -1,60 +1,114 @@
 //! A change set as a unified diff, for the user (or the embedding program) to review before it applies.
 //!
 //! Text files get `diff -u` hunks (`--- a/path`, `+++ b/path`, three lines of context); binary files,
-//! symlinks and directories get one line saying what happens. Each file's text is diffed up to
-//! [`MAX_DIFF_FILE`] bytes and the whole diff is cut at [`MAX_DIFF_BYTES`], with a line saying so, so a
-//! huge change cannot flood a terminal or a client.
+//! symlinks and directories get one line saying what happens. How much a diff holds depends on where
+//! it is shown ([`DiffSize`]): shown whole (a terminal, a callback, a message), each file's text is
+//! diffed up to [`MAX_DIFF_FILE`] bytes and the whole diff is cut at [`MAX_DIFF_BYTES`], with a line
+//! saying so, so a huge change cannot flood a terminal or a client; shown a page of hunks at a time
+//! (the console), files up to [`MAX_PAGED_FILE`] are diffed. Diffing stops refining after
+//! [`DIFF_TIME`] (a coarser diff, still correct), so a large file cannot hold the call.
 
 use std::fmt::Write as _;
 use std::io::Read;
+use std::time::Duration;
 
 use similar::TextDiff;
 
 use super::{Change, ChangeKind, ChangeSet};
 
-/// Largest file whose text is diffed line by line; bigger ones are summarized.
+/// Largest file whose text is diffed line by line in a diff shown whole; bigger ones are summarized.
 pub const MAX_DIFF_FILE: u64 = 1 << 20;
 
-/// Largest diff rendered; the rest is cut with a note.
+/// Largest diff shown whole; the rest is cut with a note.
 pub const MAX_DIFF_BYTES: usize = 256 << 10;
 
+/// Largest file whose text is diffed line by line in a diff shown a page at a time.
+pub const MAX_PAGED_FILE: u64 = 16 << 20;
+
+/// Largest diff shown a page at a time; the rest is cut with a note.
+pub const MAX_PAGED_BYTES: usize = 48 << 20;
+
+/// How long a diff is refined before the rest is diffed coarsely.
+pub const DIFF_TIME: Duration = Duration::from_secs(5);
+
+/// Where a diff is shown, and so how much of the change set it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DiffSize {
+    /// Shown whole at once: [`MAX_DIFF_FILE`] a file, cut at [`MAX_DIFF_BYTES`].
+    #[default]
+    Whole,
+    /// Shown a page of hunks at a time by a server: [`MAX_PAGED_FILE`] a file, cut at
+    /// [`MAX_PAGED_BYTES`].
+    Paged,
+}
+
+impl DiffSize {
+    /// The largest file diffed line by line.
+    pub fn max_file(self) -> u64 {
+        match self {
+            DiffSize::Whole => MAX_DIFF_FILE,
+            DiffSize::Paged => MAX_PAGED_FILE,
+        }
+    }
+
+    fn max_bytes(self) -> usize {
+        match self {
+            DiffSize::Whole => MAX_DIFF_BYTES,
+            DiffSize::Paged => MAX_PAGED_BYTES,
+        }
+    }
+}
+
+/// `old` against `new` as unified diff hunks under the two names (empty when they are equal).
+pub fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
+    let diff = TextDiff::configure()
+        .timeout(DIFF_TIME)
+        .diff_lines(old, new);
+    let mut unified = diff.unified_diff();
+    unified.context_radius(3).header(old_name, new_name);
+    unified.to_string()
+}
+
 impl ChangeSet {
-    /// The changes as a unified diff.
-    pub fn diff(&mut self) -> String {
+    /// The changes as a unified diff, as much of it as `size` holds.
+    pub fn diff(&mut self, size: DiffSize) -> String {
+        let (max_file, max_bytes) = (size.max_file(), size.max_bytes());
         let mut out = String::new();
         for index in 0..self.changes.len() {
-            if out.len() >= MAX_DIFF_BYTES {
-                let _ = writeln!(out, "... diff cut at {MAX_DIFF_BYTES} bytes");
+            if out.len() >= max_bytes {
+                let _ = writeln!(out, "... diff cut at {max_bytes} bytes");
                 break;
             }
             let old = match self.changes[index].kind {
-                ChangeKind::Replace | ChangeKind::Delete => self.old_text(index),
+                ChangeKind::Replace | ChangeKind::Delete => self.old_text(index, max_file),
                 _ => Ok(String::new()),
             };
             let new = match self.changes[index].kind {
-                ChangeKind::Create | ChangeKind::Replace => new_text(&self.changes[index]),
+                ChangeKind::Create | ChangeKind::Replace => {
+                    new_text(&self.changes[index], max_file)
+                }
                 _ => Ok(String::new()),
             };
             render(&mut out, &self.changes[index], old, new);
         }
-        if out.len() > MAX_DIFF_BYTES {
-            let mut cut = MAX_DIFF_BYTES;
+        if out.len() > max_bytes {
+            let mut cut = max_bytes;
             while !out.is_char_boundary(cut) {
                 cut -= 1;
             }
             out.truncate(cut);
-            let _ = writeln!(out, "\n... diff cut at {MAX_DIFF_BYTES} bytes");
+            let _ = writeln!(out, "\n... diff cut at {max_bytes} bytes");
         }
         out
     }
 
     /// The old text at a change's path, or why it is not shown as text.
-    fn old_text(&mut self, index: usize) -> Result<String, String> {
+    fn old_text(&mut self, index: usize, max_file: u64) -> Result<String, String> {
         let change = &self.changes[index];
         let Some(before) = &change.before else {
             return Err("not a regular file".into());
         };
-        if before.size > MAX_DIFF_FILE {
+        if before.size > max_file {
             return Err(format!("{} bytes", before.size));
         }
         let (file, opened) = self
@@ -69,18 +123,18 @@ impl ChangeSet {
         }
         let mut bytes = Vec::new();
         file.into_std()
-            .take(MAX_DIFF_FILE)
+            .take(max_file)
             .read_to_end(&mut bytes)
             .map_err(|e| e.to_string())?;
         text(bytes, before.size)
     }
 }
 
-fn new_text(change: &Change) -> Result<String, String> {
+fn new_text(change: &Change, max_file: u64) -> Result<String, String> {
     let (Some(staged), Some(after)) = (&change.staged, &change.after) else {
         return Err("no content".into());
     };
-    if after.size > MAX_DIFF_FILE {
+    if after.size > max_file {
         return Err(format!("{} bytes", after.size));
     }
     let mut bytes = vec![0; after.size as usize];
@@ -124,10 +178,7 @@ fn render(
             };
             match (old, new) {
                 (Ok(old), Ok(new)) => {
-                    let diff = TextDiff::from_lines(&old, &new);
-                    let mut unified = diff.unified_diff();
-                    unified.context_radius(3).header(&old_name, &new_name);
-                    let rendered = unified.to_string();
+                    let rendered = unified(&old, &new, &old_name, &new_name);
                     if rendered.is_empty() {
                         let _ = writeln!(out, "--- {old_name}\n+++ {new_name}\n(empty file)");
                     } else {

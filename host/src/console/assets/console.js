@@ -78,7 +78,11 @@
         list.appendChild(item);
       }
       box.appendChild(list);
-      if (request.diff) box.appendChild(renderDiff(request.diff));
+      if (request.diff) {
+        box.appendChild(renderDiff(request.diff, question.diff_hunks, function (from) {
+          return "/api/approvals/diff?digest=" + encodeURIComponent(question.digest) + "&from=" + from;
+        }));
+      }
     } else if (!request.network) {
       box.appendChild(el("p", "note", "asked before the call runs: it only reads"));
     }
@@ -232,10 +236,13 @@
     turnBox(call.turn).appendChild(box);
   }
 
-  // A diff's hunks are shown this many at a time: a large diff stays readable, the rest a click away.
+  // A diff comes from the server a page of hunks at a time (20): a large diff stays readable, and is
+  // neither sent nor drawn whole; the next page is a click away.
   const HUNKS_A_PAGE = 20;
 
-  function appendLines(pre, lines) {
+  function appendLines(pre, text) {
+    const lines = text.split("\n");
+    if (lines[lines.length - 1] === "") lines.pop();
     for (const line of lines) {
       let cls = null;
       if (line.startsWith("@@")) cls = "diff-hunk";
@@ -245,29 +252,34 @@
     }
   }
 
-  function renderDiff(text) {
+  // `first`: the first page's text; `hunks`: how many the diff has; `page(from)`: the address of the
+  // page from hunk `from`.
+  function renderDiff(first, hunks, page) {
     const box = el("div", "diff-box");
     const pre = el("pre", "diff");
     box.appendChild(pre);
-    // The header lines (`---`, `+++`), then the lines of each hunk.
-    const hunks = [[]];
-    for (const line of text.split("\n")) {
-      if (line.startsWith("@@")) hunks.push([]);
-      hunks[hunks.length - 1].push(line);
-    }
-    appendLines(pre, hunks.shift());
-    let shown = 0;
+    appendLines(pre, first);
+    let shown = Math.min(hunks, HUNKS_A_PAGE);
     const more = el("button", "more", "");
     more.type = "button";
-    function next() {
-      for (const hunk of hunks.slice(shown, shown + HUNKS_A_PAGE)) appendLines(pre, hunk);
-      shown = Math.min(hunks.length, shown + HUNKS_A_PAGE);
-      const left = hunks.length - shown;
-      more.hidden = left === 0;
+    function label() {
+      const left = hunks - shown;
+      more.hidden = left <= 0;
       more.textContent = "Show " + Math.min(left, HUNKS_A_PAGE) + " more hunks (" + left + " not shown)";
     }
-    more.addEventListener("click", next);
-    next();
+    more.addEventListener("click", async function () {
+      more.disabled = true;
+      const answer = await api(page(shown));
+      more.disabled = false;
+      if (!answer.ok) {
+        status(answer.body.error || "the rest of the diff could not be read", "error");
+        return;
+      }
+      appendLines(pre, answer.body.diff);
+      shown = Math.min(hunks, shown + HUNKS_A_PAGE);
+      label();
+    });
+    label();
     box.appendChild(more);
     return box;
   }
@@ -283,10 +295,14 @@
       status(answer.body.error || "the diff could not be read", "error");
       return;
     }
-    for (const change of answer.body.changes) {
+    answer.body.changes.forEach(function (change, index) {
       area.appendChild(el("div", "path", change.kind + " " + change.path));
       if (typeof change.diff === "string") {
-        area.appendChild(change.diff ? renderDiff(change.diff) : el("p", "note", "no difference in content"));
+        area.appendChild(change.diff
+          ? renderDiff(change.diff, change.hunks, function (from) {
+            return "/api/diff?seq=" + encodeURIComponent(seq) + "&change=" + index + "&from=" + from;
+          })
+          : el("p", "note", "no difference in content"));
       } else if (change.binary) {
         area.appendChild(el("p", "note", "binary content: not shown"));
       }
@@ -296,7 +312,7 @@
       if (change.after_note) {
         area.appendChild(el("p", "note", "after: " + change.after_note));
       }
-    }
+    });
     button.textContent = "Hide diff";
   }
 
