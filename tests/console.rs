@@ -959,6 +959,18 @@ fn a_turn_s_calls_are_answered_in_one_request_and_a_stale_digest_answers_none() 
     );
     let questions = waiting(&served, &cookie, 2);
     assert!(questions.iter().all(|q| q["turn"] == "t7"), "{questions:?}");
+    // Each knows its place in the turn, which the page lists them by.
+    let mut places: Vec<(String, Value)> = questions
+        .iter()
+        .map(|q| {
+            (
+                q["request"]["id"].as_str().unwrap().to_owned(),
+                q["position"].clone(),
+            )
+        })
+        .collect();
+    places.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(places, [("c1".into(), json!(0)), ("c2".into(), json!(1))]);
     assert!(!served.ws.exists("a.txt") && !served.ws.exists("b.txt"));
     let digests: Vec<&str> = questions
         .iter()
@@ -1522,6 +1534,14 @@ fn in_a_browser_held_writes_are_approved_denied_and_approved_by_turn() {
     browser.until(
         "a turn of two",
         "return [...document.querySelectorAll('#questions button')].some(b => b.textContent === 'Approve all 2')",
+    );
+    let order = browser.run(
+        "return [...document.querySelectorAll('#questions .question .muted')].map(e => e.textContent).filter(t => t.startsWith('call '))",
+    );
+    assert_eq!(
+        order,
+        json!(["call c3", "call c4"]),
+        "listed in the turn's order"
     );
     browser.screenshot("approvals-turn");
     browser.click("#questions", "Approve all 2");

@@ -1251,6 +1251,12 @@ fn a_job_s_calls_are_asked_about_together() {
         both,
         "the job's two questions did not stand at once: {found:#?}"
     );
+    let mut places: Vec<(String, Option<usize>)> = found
+        .iter()
+        .map(|q| (q.request["id"].as_str().unwrap().to_owned(), q.position))
+        .collect();
+    places.sort();
+    assert_eq!(places, [("w1".into(), Some(0)), ("w2".into(), Some(1))]);
     assert_eq!((setup.read("one.txt"), setup.read("two.txt")), (None, None));
     for question in &found {
         answer_question(&setup.nats.url(), &question.digest, true);

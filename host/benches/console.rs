@@ -7,7 +7,10 @@
 //! * the approvals page with 100 questions waiting, against the same baseline;
 //! * a `write_file` call whose tool asks, from the ask to the applied change, answered at once: through
 //!   the root's recorded approvals (`DurableApprover`, answered by a thread watching the questions
-//!   as the console does) against the in-process approver (`ApproveAll`).
+//!   as the console does) against the in-process approver (`ApproveAll`);
+//! * a turn of 10 such calls on 10 files, from the turn's start to its report, through the same
+//!   recorded approvals and watcher: its questions asked together (`DurableApprover` as it is,
+//!   `Asking::Together`) against asked one at a time (the same approver saying `Asking::OneAtATime`).
 
 mod support;
 
@@ -17,10 +20,13 @@ use std::time::{Duration, Instant};
 
 use support::{row, samples};
 use turngate::console::{Console, ConsoleOptions};
+use turngate::effects::diff::DiffSize;
 use turngate::effects::journal::Retention;
+use turngate::providers::TurnDecoder;
 use turngate::{
-    ApprovalRequest, ApproveAll, Approver, CacheSetting, CallContext, DurableApprover, Effects,
-    PendingApproval, PendingApprovals, Policy, Root, Toolbox, call_audited,
+    ApprovalFuture, ApprovalRequest, ApproveAll, Approver, CacheSetting, CallContext,
+    DurableApprover, Effects, PendingApproval, PendingApprovals, Policy, Provider, Root, Toolbox,
+    TurnHooks, TurnOptions, call_audited, process_turn_with,
 };
 
 const JOURNAL_CALLS: usize = 10_000;
@@ -71,6 +77,63 @@ fn asked_call(
     let elapsed = start.elapsed();
     assert!(outcome.result.is_ok(), "{:?}", outcome.result);
     elapsed
+}
+
+/// Turns a sample of the turn rows (each side).
+const TURN_SAMPLES: usize = 100;
+
+/// A turn of [`CALLS_PER_TURN`] `write_file` calls of 1 KiB on new files, each asking `approver`:
+/// from its start to its report.
+fn asked_turn(
+    runtime: &tokio::runtime::Runtime,
+    toolbox: &Toolbox,
+    root: &Root,
+    approver: &dyn Approver,
+    n: usize,
+) -> Duration {
+    let content: Vec<serde_json::Value> = (0..CALLS_PER_TURN)
+        .map(|call| {
+            serde_json::json!({"type": "tool_use", "id": format!("t{n}c{call}"), "name": "write_file",
+                "input": {"path": format!("turn{n}/f{call}.txt"), "content": "z".repeat(1024)}})
+        })
+        .collect();
+    let body = serde_json::json!({
+        "id": "m", "type": "message", "role": "assistant", "model": "x", "content": content,
+        "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1},
+    });
+    let mut decoder = TurnDecoder::new(Provider::Anthropic);
+    decoder.feed(body.to_string().as_bytes());
+    let turn = decoder.finish();
+    let policy = asking_policy();
+    let hooks = TurnHooks {
+        approver: Some(approver),
+        cancel: None,
+    };
+    let start = Instant::now();
+    let report = runtime.block_on(process_turn_with(
+        toolbox,
+        root,
+        &policy,
+        turn,
+        TurnOptions::default(),
+        hooks,
+    ));
+    let elapsed = start.elapsed();
+    assert!(report.all_ok(), "{:?}", report.calls);
+    elapsed
+}
+
+/// An approver asking one question at a time through another.
+struct OneAtATime<'a>(&'a DurableApprover);
+
+impl Approver for OneAtATime<'_> {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        self.0.approve(request)
+    }
+
+    fn diff_size(&self) -> DiffSize {
+        self.0.diff_size()
+    }
 }
 
 fn main() {
@@ -131,6 +194,7 @@ fn main() {
         let request = ApprovalRequest {
             id: Some(&id),
             turn: Some("t1"),
+            position: Some(i),
             tool: "write_file",
             input: &input,
             paths: Vec::new(),
@@ -144,6 +208,7 @@ fn main() {
                 asked_ms: 0,
                 deadline_ms: u64::MAX,
                 turn: Some("t1".into()),
+                position: Some(i),
                 request: request.to_json(),
             })
             .unwrap();
@@ -249,6 +314,16 @@ fn main() {
             n,
         );
     });
+    let mut n = 0;
+    let mut turn_of = |approver: &dyn Approver| {
+        n += 1;
+        asked_turn(&runtime, &toolbox, &asked_root, approver, n)
+    };
+    let (mut together, mut one_at_a_time) = (Vec::new(), Vec::new());
+    for _ in 0..TURN_SAMPLES {
+        together.push(turn_of(&durable));
+        one_at_a_time.push(turn_of(&OneAtATime(&durable)));
+    }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     answerer.join().unwrap();
     row(
@@ -256,6 +331,12 @@ fn main() {
         &recorded,
         "`ApproveAll` in-process",
         &in_process,
+    );
+    row(
+        "a turn of 10 `write_file` calls that ask, recorded and answered by a watcher: asked together",
+        &together,
+        "asked one at a time",
+        &one_at_a_time,
     );
     let extra = |a: &[Duration], b: &[Duration]| {
         support::median(a.to_vec()).as_secs_f64() - support::median(b.to_vec()).as_secs_f64()

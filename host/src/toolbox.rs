@@ -778,6 +778,7 @@ impl Toolbox {
             let request = ApprovalRequest {
                 id: context.call_id.as_deref(),
                 turn: context.turn.as_deref(),
+                position: context.place.map(TurnPlace::position),
                 tool: name,
                 input: raw_input,
                 paths: paths.clone(),
@@ -897,6 +898,7 @@ impl Toolbox {
             let request = ApprovalRequest {
                 id: context.call_id.as_deref(),
                 turn: context.turn.as_deref(),
+                position: context.place.map(TurnPlace::position),
                 tool: name,
                 input: raw_input,
                 paths: paths.to_vec(),
@@ -984,6 +986,7 @@ impl<'a> CallContext<'a> {
             let request = ApprovalRequest {
                 id: self.call_id.as_deref(),
                 turn: self.turn.as_deref(),
+                position: self.place.map(TurnPlace::position),
                 tool,
                 input: raw_input,
                 paths: Vec::new(),

@@ -74,6 +74,7 @@ impl DurableApprover {
             asked_ms: now_ms(),
             deadline_ms: deadline_ms(self.timeout),
             turn: request.turn.map(str::to_owned),
+            position: request.position,
             request: shown,
         };
         // However the wait ends here (answered, denied, failed, or dropped by a cancel), nobody waits

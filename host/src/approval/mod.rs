@@ -33,6 +33,9 @@ pub struct ApprovalRequest<'a> {
     /// The turn the call belongs to, when known (shown to group a turn's questions; not part of what
     /// an answer is bound to, since a turn run again may be given a new ID).
     pub turn: Option<&'a str>,
+    /// The call's place in its turn (0 for the first), when known: a turn's questions are listed in
+    /// this order, whatever order they were asked in; not part of what an answer is bound to.
+    pub position: Option<usize>,
     /// The tool.
     pub tool: &'a str,
     /// The input exactly as the model sent it (already parsed strictly and schema-checked).
@@ -164,6 +167,7 @@ mod tests {
         let request = ApprovalRequest {
             id: Some("c1"),
             turn: None,
+            position: None,
             tool: "github",
             input: "{}",
             paths: vec![(RelPath::parse("notes.txt").unwrap(), Access::Read)],

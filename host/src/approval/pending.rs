@@ -88,6 +88,9 @@ pub struct PendingApproval {
     pub deadline_ms: u64,
     /// The turn of the call that asks, when known (the page groups by it).
     pub turn: Option<String>,
+    /// The call's place in its turn, when known (the page lists a turn's questions in this order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
     /// The request exactly as shown ([`ApprovalRequest::to_json`]).
     pub request: serde_json::Value,
 }

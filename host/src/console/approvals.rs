@@ -63,6 +63,7 @@ fn fleet_shown(question: &FleetQuestion) -> serde_json::Value {
         "asked_ms": question.asked_ms,
         "deadline_ms": question.deadline_ms,
         "turn": question.job,
+        "position": question.position,
         "request": question.request,
         "fleet": true,
     })

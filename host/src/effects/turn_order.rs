@@ -72,6 +72,11 @@ impl TurnOrder {
 }
 
 impl TurnPlace<'_> {
+    /// The call's place in its turn.
+    pub(crate) fn position(&self) -> usize {
+        self.position
+    }
+
     /// Waits until every earlier call of the turn holds its ticket (or ended).
     pub(crate) async fn before_taking_a_ticket(&self) {
         self.order.wait_until(self.position, Stage::Placed).await;

@@ -48,6 +48,10 @@ pub struct FleetQuestion {
     pub digest: Sha256Digest,
     /// The job that asked.
     pub job: String,
+    /// The call's place in its job's turn, when known (the page lists a job's questions in this
+    /// order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
     /// What is shown ([`ApprovalRequest::to_json`]).
     pub request: serde_json::Value,
     /// When it was first asked, in milliseconds since the Unix epoch.
@@ -297,6 +301,7 @@ impl FleetApprovals {
         let question = FleetQuestion {
             digest,
             job: job.to_owned(),
+            position: request.position,
             request: request.to_json(),
             asked_ms: now_ms(),
             deadline_ms: now_ms().saturating_add(millis(timeout)),

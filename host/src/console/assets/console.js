@@ -117,6 +117,9 @@
       turns.get(key).push(question);
     }
     for (const [key, group] of turns) {
+      // A turn's questions in the turn's order (they may have been asked in another).
+      const place = function (q) { return typeof q.position === "number" ? q.position : Infinity; };
+      group.sort(function (a, b) { return (place(a) - place(b)) || (a.asked_ms - b.asked_ms); });
       const box = el("div", "turn");
       const head = el("div", "turn-head");
       const title = key === "turn " ? "Calls outside a turn"
