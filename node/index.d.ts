@@ -131,6 +131,10 @@ export type PendingApproval = {
      */
     deadline_ms: number;
     turn: string | null;
+    /**
+     * The call's place in its turn (0 for the first), when known.
+     */
+    position?: number | undefined;
     request: ApprovalRequest;
 };
 /**

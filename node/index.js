@@ -576,6 +576,7 @@ exports._testing = {
  * @property {number} asked_ms
  * @property {number} deadline_ms Denied after it.
  * @property {string | null} turn
+ * @property {number} [position] The call's place in its turn (0 for the first), when known.
  * @property {ApprovalRequest} request
  */
 

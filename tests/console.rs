@@ -12,15 +12,15 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use common::streams::tool_use_turn_of;
 use common::{Workspace, bundled};
 use serde_json::{Value, json};
 use turngate::audit::{AuditRecord, write_jsonl};
 use turngate::console::guard::CONTENT_SECURITY_POLICY;
 use turngate::console::{Console, ConsoleOptions};
-use turngate::providers::TurnDecoder;
 use turngate::{
-    CallContext, Cancel, DurableApprover, Effects, PendingApprovals, Policy, Provider, Root,
-    TurnHooks, TurnOptions, call_audited, process_turn_with,
+    CallContext, Cancel, DurableApprover, Effects, PendingApprovals, Policy, Root, TurnHooks,
+    TurnOptions, call_audited, process_turn_with,
 };
 
 /// A console serving a workspace, with its audit log.
@@ -789,20 +789,14 @@ fn turn_in_background(
     writes: &[(&str, &str, &str)],
 ) -> tokio::task::JoinHandle<Value> {
     let root = Root::open(served.ws.root_path()).unwrap();
-    let content: Vec<Value> = writes
+    let calls: Vec<(String, &str, Value)> = writes
         .iter()
         .map(|(id, path, content)| {
-            json!({"type": "tool_use", "id": id, "name": "write_file",
-                   "input": {"path": path, "content": content}})
+            let input = json!({"path": path, "content": content});
+            ((*id).to_owned(), "write_file", input)
         })
         .collect();
-    let body = json!({
-        "id": "m", "type": "message", "role": "assistant", "model": "x", "content": content,
-        "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1},
-    });
-    let mut decoder = TurnDecoder::new(Provider::Anthropic);
-    decoder.feed(body.to_string().as_bytes());
-    let decoded = decoder.finish();
+    let decoded = tool_use_turn_of(&calls);
     let options = TurnOptions {
         turn_id: Some(turn.to_owned()),
         ..TurnOptions::default()

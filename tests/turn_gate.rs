@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::streams::{all_fixtures, read_fixture};
+use common::streams::{all_fixtures, read_fixture, tool_use_turn_of};
 use common::{Workspace, bundled, hash_tree, results_in};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -396,20 +396,12 @@ fn each_call_of_a_turn_sees_what_the_calls_before_it_applied() {
 
 /// An Anthropic message ending in `tool_use` whose content is `calls`, with IDs `u0`, `u1`, ...
 fn tool_use_turn(calls: &[(&str, Value)]) -> turngate::Turn {
-    let content: Vec<Value> = calls
+    let calls: Vec<(String, &str, Value)> = calls
         .iter()
         .enumerate()
-        .map(|(i, (name, input))| {
-            json!({"type": "tool_use", "id": format!("u{i}"), "name": name, "input": input})
-        })
+        .map(|(i, (name, input))| (format!("u{i}"), *name, input.clone()))
         .collect();
-    let body = json!({
-        "id": "m", "type": "message", "role": "assistant", "model": "x", "content": content,
-        "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1},
-    });
-    let mut decoder = TurnDecoder::new(Provider::Anthropic);
-    decoder.feed(body.to_string().as_bytes());
-    decoder.finish()
+    tool_use_turn_of(&calls)
 }
 
 /// Approves every request after a pause, noting the order and how many were asked at once.

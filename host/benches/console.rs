@@ -94,7 +94,7 @@ fn asked_turn(
     let content: Vec<serde_json::Value> = (0..CALLS_PER_TURN)
         .map(|call| {
             serde_json::json!({"type": "tool_use", "id": format!("t{n}c{call}"), "name": "write_file",
-                "input": {"path": format!("turn{n}/f{call}.txt"), "content": "z".repeat(1024)}})
+                "input": {"path": format!("turn{n}-f{call}.txt"), "content": "z".repeat(1024)}})
         })
         .collect();
     let body = serde_json::json!({

@@ -672,8 +672,9 @@ class Toolbox:
     def waiting_approvals(self) -> list[dict[str, Any]]:
         """The questions waiting in the root, oldest first: those asked with ``approver="console"``
         (here or in another process), or by ``turngate run --approve-in console`` and the other
-        surfaces. Each is ``{"digest", "asked_ms", "deadline_ms", "turn", "request"}``, ``request``
-        being what an approver is asked (an ``ApprovalRequest``)."""
+        surfaces. Each is ``{"digest", "asked_ms", "deadline_ms", "turn", "request"}`` (and
+        ``"position"``, the call's place in its turn, when known), ``request`` being what an approver
+        is asked (an ``ApprovalRequest``)."""
         return self._inner.waiting_approvals()
 
     def answer_approval(self, digest: str, approve: bool) -> dict[str, Any]:

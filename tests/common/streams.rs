@@ -102,3 +102,21 @@ pub fn provider_of(name: &str) -> Provider {
         panic!("no provider for fixture {name}")
     }
 }
+
+/// An Anthropic message ending in `tool_use` whose content is `calls` (`(ID, tool, input)` each),
+/// decoded.
+pub fn tool_use_turn_of(calls: &[(String, &str, serde_json::Value)]) -> Turn {
+    let content: Vec<serde_json::Value> = calls
+        .iter()
+        .map(|(id, name, input)| {
+            serde_json::json!({"type": "tool_use", "id": id, "name": name, "input": input})
+        })
+        .collect();
+    let body = serde_json::json!({
+        "id": "m", "type": "message", "role": "assistant", "model": "x", "content": content,
+        "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1},
+    });
+    let mut decoder = TurnDecoder::new(Provider::Anthropic);
+    decoder.feed(body.to_string().as_bytes());
+    decoder.finish()
+}
