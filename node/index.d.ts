@@ -89,11 +89,40 @@ export type NetworkRequest = {
     body_start: string | null;
 };
 /**
+ * Where the tool that asks came from.
+ */
+export type ToolProvenance = {
+    /**
+     * `bundled`, the component's file, or an embedding program's label.
+     */
+    origin: string;
+    /**
+     * SHA-256 of the component's bytes, hex.
+     */
+    sha256: string;
+    /**
+     * Where a tool installed from a registry came from.
+     */
+    source: string | null;
+    /**
+     * Who signed it, as its install verified.
+     */
+    signer: string | null;
+};
+/**
  * What an approver is asked.
  */
 export type ApprovalRequest = {
     id: string | null;
     tool: string;
+    /**
+     * Where the tool came from.
+     */
+    provenance: ToolProvenance | null;
+    /**
+     * Which rule of the policy asks.
+     */
+    asked_because: "tool_asks" | "review" | "network_asks";
     /**
      * The input exactly as the model sent it.
      */

@@ -552,10 +552,21 @@ exports._testing = {
  */
 
 /**
+ * Where the tool that asks came from.
+ * @typedef {object} ToolProvenance
+ * @property {string} origin `bundled`, the component's file, or an embedding program's label.
+ * @property {string} sha256 SHA-256 of the component's bytes, hex.
+ * @property {string | null} source Where a tool installed from a registry came from.
+ * @property {string | null} signer Who signed it, as its install verified.
+ */
+
+/**
  * What an approver is asked.
  * @typedef {object} ApprovalRequest
  * @property {string | null} id
  * @property {string} tool
+ * @property {ToolProvenance | null} provenance Where the tool came from.
+ * @property {"tool_asks" | "review" | "network_asks"} asked_because Which rule of the policy asks.
  * @property {string} input The input exactly as the model sent it.
  * @property {PathAccess[]} paths
  * @property {Change[] | null} changes What the call would change; `null` when asked before a call that

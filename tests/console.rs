@@ -902,6 +902,12 @@ fn a_call_waiting_in_the_root_is_shown_with_its_diff_and_applies_once_approved()
     assert_eq!(question["turn"], "t1");
     assert_eq!(question["request"]["tool"], "write_file");
     assert_eq!(question["request"]["id"], "c1");
+    // Where the tool came from and the rule that asks, part of what the digest names.
+    let provenance = &question["request"]["provenance"];
+    assert_eq!(provenance["origin"], "bundled", "{provenance}");
+    assert_eq!(provenance["sha256"].as_str().map(str::len), Some(64));
+    assert_eq!(provenance["source"], Value::Null);
+    assert_eq!(question["request"]["asked_because"], "tool_asks");
     assert_eq!(question["request"]["changes"][0]["path"], "notes.txt");
     assert_eq!(question["request"]["changes"][0]["kind"], "replace");
     let diff = question["request"]["diff"].as_str().unwrap();
@@ -1499,6 +1505,12 @@ fn in_a_browser_held_writes_are_approved_denied_and_approved_by_turn() {
     let shown = shown.as_str().unwrap();
     assert!(
         shown.contains("write_file") && shown.contains("-old") && shown.contains("+new"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("bundled (SHA-256 ")
+            && shown.contains("asked because")
+            && shown.contains("approval = \"ask\""),
         "{shown}"
     );
     browser.screenshot("approvals");

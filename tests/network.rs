@@ -1217,6 +1217,9 @@ impl turngate::Approver for Recording {
         request: &'a turngate::ApprovalRequest<'a>,
     ) -> turngate::ApprovalFuture<'a> {
         self.shown.lock().unwrap().extend(request.network.cloned());
+        // A held request is shown with the rule that holds it and where its tool came from.
+        assert_eq!(request.asked_because, turngate::AskedBecause::NetworkAsks);
+        assert!(request.provenance.is_some_and(|p| p.sha256.len() == 64));
         let yes = self.yes;
         Box::pin(async move { yes })
     }

@@ -18,8 +18,8 @@ use turngate::gate::check_call;
 use turngate::providers::{DecoderOptions, TurnDecoder};
 use turngate::scope::check_path;
 use turngate::{
-    ApprovalFuture, ApprovalRequest, Approver, Asking, CallError, CallStatus, Policy, Provider,
-    RunError, TurnHooks, TurnOptions, process_turn, process_turn_with,
+    ApprovalFuture, ApprovalRequest, Approver, AskedBecause, Asking, CallError, CallStatus, Policy,
+    Provider, RunError, TurnHooks, TurnOptions, process_turn, process_turn_with,
 };
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
@@ -743,7 +743,13 @@ struct CancelsThenSaysYes {
 }
 
 impl Approver for CancelsThenSaysYes {
-    fn approve<'a>(&'a self, _: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        // Asked under `review`, of a tool the policy does not mark: the question says so.
+        assert_eq!(request.asked_because, AskedBecause::Review);
+        assert_eq!(
+            request.provenance.map(|p| p.origin.as_str()),
+            Some("bundled")
+        );
         if self.asked.fetch_add(1, Ordering::SeqCst) + 1 == self.at {
             self.cancel.cancel();
         }

@@ -196,6 +196,8 @@ fn main() {
             turn: Some("t1"),
             position: Some(i),
             tool: "write_file",
+            provenance: None,
+            asked_because: turngate::AskedBecause::ToolAsks,
             input: &input,
             paths: Vec::new(),
             changes: None,

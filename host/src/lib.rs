@@ -84,7 +84,9 @@ pub mod worker;
 
 pub use approval::durable::DurableApprover;
 pub use approval::pending::{ApprovalError, PendingApproval, PendingApprovals};
-pub use approval::{ApprovalFuture, ApprovalRequest, ApproveAll, Approver, Asking};
+pub use approval::{
+    ApprovalFuture, ApprovalRequest, ApproveAll, Approver, AskedBecause, Asking, ToolProvenance,
+};
 pub use cancel::Cancel;
 pub use descriptor::{Access, PathParam, ToolDescriptor};
 pub use effects::journal::{Journal, Retention, UndoTarget};

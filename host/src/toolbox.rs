@@ -14,7 +14,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::approval::{ApprovalRequest, Approver};
+use crate::approval::{ApprovalRequest, Approver, AskedBecause, ToolProvenance};
 use crate::bundled::BUNDLED_COMPONENTS;
 use crate::cancel::Cancel;
 use crate::descriptor::{Access, DescriptorError, ToolContract, ToolDescriptor};
@@ -130,6 +130,17 @@ impl LoadedTool {
     /// The SHA-256 of the component's bytes, hex.
     pub fn sha256(&self) -> &str {
         &self.sha256
+    }
+
+    /// Where it came from, as a question about one of its calls shows it.
+    pub fn provenance(&self) -> ToolProvenance {
+        let registry = self.registry();
+        ToolProvenance {
+            origin: self.origin().to_string(),
+            sha256: self.sha256.clone(),
+            source: registry.and_then(|entry| entry.source.clone()),
+            signer: registry.and_then(|entry| entry.signer.as_ref().map(ToString::to_string)),
+        }
     }
 
     /// The prepared component, made on first use (once, however many calls ask for it at once).
@@ -758,6 +769,7 @@ impl Toolbox {
         };
         let access = tool.descriptor().filesystem_access();
         let asks = context.policy.needs_approval(name);
+        let provenance = tool.provenance();
         let paths: Vec<_> = approved
             .paths()
             .iter()
@@ -780,6 +792,8 @@ impl Toolbox {
                 turn: context.turn.as_deref(),
                 position: context.place.map(TurnPlace::position),
                 tool: name,
+                provenance: Some(&provenance),
+                asked_because: AskedBecause::ToolAsks,
                 input: raw_input,
                 paths: paths.clone(),
                 changes: None,
@@ -824,14 +838,23 @@ impl Toolbox {
             (Some(network), &env),
             context.cancel,
         );
-        let mut report = context.serve_network_asks(run, asks, name, raw_input).await;
+        let mut report = context
+            .serve_network_asks(run, asks, (name, &provenance), raw_input)
+            .await;
         let view = report.view.take();
         let mut outcome = outcome(tool, report);
         let (Ok(output), Some(view)) = (&outcome.result, view) else {
             return outcome;
         };
         let applied = self
-            .apply(context, approved, raw_input, &paths, view, output.clone())
+            .apply(
+                context,
+                (approved, &provenance),
+                raw_input,
+                &paths,
+                view,
+                output.clone(),
+            )
             .await;
         match applied {
             Ok(Some(entry)) => {
@@ -880,7 +903,7 @@ impl Toolbox {
     async fn apply(
         &self,
         context: &mut CallContext<'_>,
-        approved: &ApprovedCall<'_>,
+        (approved, provenance): (&ApprovedCall<'_>, &ToolProvenance),
         raw_input: &str,
         paths: &[(crate::resolve::RelPath, Access)],
         view: CallView,
@@ -892,7 +915,12 @@ impl Toolbox {
         if changes.is_empty() {
             return Ok(None);
         }
-        if context.review || context.policy.needs_approval(name) {
+        let asked_because = match (context.policy.needs_approval(name), context.review) {
+            (true, _) => Some(AskedBecause::ToolAsks),
+            (false, true) => Some(AskedBecause::Review),
+            (false, false) => None,
+        };
+        if let Some(asked_because) = asked_because {
             let size = context.approver.map(|a| a.diff_size()).unwrap_or_default();
             let diff = changes.diff(size);
             let request = ApprovalRequest {
@@ -900,6 +928,8 @@ impl Toolbox {
                 turn: context.turn.as_deref(),
                 position: context.place.map(TurnPlace::position),
                 tool: name,
+                provenance: Some(provenance),
+                asked_because,
                 input: raw_input,
                 paths: paths.to_vec(),
                 changes: Some(&changes),
@@ -974,7 +1004,7 @@ impl<'a> CallContext<'a> {
         &self,
         run: impl Future<Output = RunReport>,
         mut asks: Asks,
-        tool: &str,
+        (tool, provenance): (&str, &ToolProvenance),
         raw_input: &str,
     ) -> RunReport {
         let mut run = std::pin::pin!(run);
@@ -988,6 +1018,8 @@ impl<'a> CallContext<'a> {
                 turn: self.turn.as_deref(),
                 position: self.place.map(TurnPlace::position),
                 tool,
+                provenance: Some(provenance),
+                asked_because: AskedBecause::NetworkAsks,
                 input: raw_input,
                 paths: Vec::new(),
                 changes: None,

@@ -25,6 +25,33 @@ use crate::effects::diff::DiffSize;
 use crate::network::NetworkRequest;
 use crate::resolve::RelPath;
 
+/// Where the tool that asks came from, as its question shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ToolProvenance {
+    /// `bundled`, the component's file, or an embedding program's label.
+    pub origin: String,
+    /// SHA-256 of the component's bytes, hex.
+    pub sha256: String,
+    /// Where a tool installed from a registry came from (`oci://...` or a layout directory), as the
+    /// tools directory's lock records it; `None` for one not installed from a registry.
+    pub source: Option<String>,
+    /// Who signed it, as its install verified; `None` for a tool installed unsigned by the user's
+    /// choice, or not from a registry.
+    pub signer: Option<String>,
+}
+
+/// Which rule of the policy asks the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AskedBecause {
+    /// The tool is marked `approval = "ask"` (`[tools.NAME]`).
+    ToolAsks,
+    /// Every change set is reviewed (`--review`, `review=True`).
+    Review,
+    /// The tool's network table holds requests of this method for approval (`approval = "ask"`).
+    NetworkAsks,
+}
+
 /// One call waiting for the user's answer.
 #[derive(Debug)]
 pub struct ApprovalRequest<'a> {
@@ -38,6 +65,10 @@ pub struct ApprovalRequest<'a> {
     pub position: Option<usize>,
     /// The tool.
     pub tool: &'a str,
+    /// Where the tool came from (`None` where the caller does not know it).
+    pub provenance: Option<&'a ToolProvenance>,
+    /// Which rule asks.
+    pub asked_because: AskedBecause,
     /// The input exactly as the model sent it (already parsed strictly and schema-checked).
     pub input: &'a str,
     /// The paths the call was approved for (where they lead) and with what access.
@@ -53,8 +84,10 @@ pub struct ApprovalRequest<'a> {
 
 impl ApprovalRequest<'_> {
     /// The request as JSON, for approvers outside Rust (the Python and Node packages): `{"id", "tool",
-    /// "input", "paths": [{"path", "access"}], "changes": null | [{"path", "kind", "before", "after"}],
-    /// "diff", "network": null | {"method", "url", "body_bytes", "body_sha256", "body_start"}}`.
+    /// "provenance": null | {"origin", "sha256", "source", "signer"}, "asked_because": "tool_asks" |
+    /// "review" | "network_asks", "input", "paths": [{"path", "access"}], "changes": null | [{"path",
+    /// "kind", "before", "after"}], "diff", "network": null | {"method", "url", "body_bytes",
+    /// "body_sha256", "body_start"}}`.
     pub fn to_json(&self) -> serde_json::Value {
         let paths: Vec<serde_json::Value> = self
             .paths
@@ -83,6 +116,8 @@ impl ApprovalRequest<'_> {
         serde_json::json!({
             "id": self.id,
             "tool": self.tool,
+            "provenance": self.provenance,
+            "asked_because": self.asked_because,
             "input": self.input,
             "paths": paths,
             "changes": changes,
@@ -94,7 +129,7 @@ impl ApprovalRequest<'_> {
 
 impl ApprovalRequest<'_> {
     /// What an answer to this request is bound to: SHA-256 of [`ApprovalRequest::to_json`] as bytes
-    /// (the call ID, tool, input, paths, every change with the SHA-256 and size of both sides, the
+    /// (the call ID, tool, where it came from, the rule that asks, input, paths, every change with the SHA-256 and size of both sides, the
     /// diff, the network request with its body's SHA-256). Two requests with the same digest show the
     /// same thing.
     pub fn digest(&self) -> Sha256Digest {
@@ -169,6 +204,8 @@ mod tests {
             turn: None,
             position: None,
             tool: "github",
+            provenance: None,
+            asked_because: AskedBecause::NetworkAsks,
             input: "{}",
             paths: vec![(RelPath::parse("notes.txt").unwrap(), Access::Read)],
             changes: None,

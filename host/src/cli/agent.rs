@@ -65,8 +65,17 @@ impl Approver for TerminalApprover {
 pub(crate) fn question_text(shown: &serde_json::Value, job: Option<&str>) -> String {
     let text = |value: &serde_json::Value| value.as_str().unwrap_or("-").to_owned();
     let of_job = job.map(|job| format!(" of job {job}")).unwrap_or_default();
+    let from = &shown["provenance"];
+    let from = match (from["source"].as_str(), from["signer"].as_str()) {
+        (Some(source), Some(signer)) => format!(", installed from {source}, signed by {signer}"),
+        (Some(source), None) => format!(", installed from {source}, unsigned"),
+        (None, _) => from["origin"]
+            .as_str()
+            .map(|origin| format!(", {origin}"))
+            .unwrap_or_default(),
+    };
     let call = format!(
-        "`{}` (id {}){of_job} with {}",
+        "`{}`{from} (id {}){of_job} with {}",
         text(&shown["tool"]),
         text(&shown["id"]),
         text(&shown["input"])

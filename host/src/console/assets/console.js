@@ -59,6 +59,19 @@
     head.appendChild(el("span", "muted", "asked " + time(question.asked_ms)));
     head.appendChild(el("span", "muted", "denied at " + time(question.deadline_ms) + " without an answer"));
     box.appendChild(head);
+    const from = request.provenance;
+    if (from) {
+      const registry = from.source
+        ? "installed from " + from.source + (from.signer ? ", signed by " + from.signer : ", unsigned by your choice")
+        : from.origin;
+      field(box, "tool", registry + " (SHA-256 " + from.sha256 + ")");
+    }
+    const because = {
+      tool_asks: "the policy marks " + request.tool + " approval = \"ask\"",
+      review: "every change is reviewed (--review)",
+      network_asks: "the policy's network table for " + request.tool + " asks before this request",
+    }[request.asked_because];
+    if (because) field(box, "asked because", because);
     field(box, "input", request.input);
     if (request.paths && request.paths.length) {
       field(box, "paths", request.paths.map(function (p) { return p.path + " (" + p.access + ")"; }).join(", "));
