@@ -205,6 +205,28 @@ fn a_tool_signed_by_a_trusted_key_installs_by_tag_and_runs_only_with_its_accepte
         listed.contains(&reference) && listed.contains("signed by key acme"),
         "{listed}"
     );
+    // A question about one of its calls shows where it came from and who signed it, as the lock says.
+    let trusted = turngate::Policy::from_toml(&std::fs::read_to_string(&policy).unwrap()).unwrap();
+    let builder = turngate::Toolbox::builder()
+        .without_bundled()
+        .tools_dir(setup.tools())
+        .locked(true)
+        .trust(trusted.trust());
+    let toolbox = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(builder.build())
+        .unwrap();
+    let provenance = toolbox.get(TOOL).unwrap().provenance();
+    assert_eq!(provenance.source.as_deref(), Some(reference.as_str()));
+    assert!(
+        provenance
+            .signer
+            .as_deref()
+            .is_some_and(|signer| signer.starts_with("key acme (SHA-256 of its key: ")),
+        "{provenance:?}"
+    );
 }
 
 #[test]
