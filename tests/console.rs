@@ -1032,8 +1032,9 @@ fn hunk_heads(page: &Value) -> Vec<String> {
         .collect()
 }
 
-/// A held write to a file over 1 MiB is diffed (not summarized) and the page is given its hunks 20
-/// at a time, the later ones on request; so is the applied call's diff on the timeline.
+/// A held write to a file over 1 MiB is diffed (not summarized) and the page is given it a page at a
+/// time (20 hunks, or 256 KiB of one long hunk), the rest on request from where the last page ended;
+/// so is the applied call's diff on the timeline.
 #[test]
 fn a_held_diff_of_a_file_over_1_mib_is_paged_from_the_server() {
     let served = Served::start();
@@ -1051,25 +1052,26 @@ fn a_held_diff_of_a_file_over_1_mib_is_paged_from_the_server() {
             .unwrap()
             .starts_with("--- a/long.txt\n+++ b/long.txt\n")
     );
-    let digest = question["digest"].as_str().unwrap();
-    let page = |from: usize| {
-        let reply = served.get(
-            &cookie,
-            &format!("/api/approvals/diff?digest={digest}&from={from}"),
-        );
-        assert_eq!(reply.status, 200, "{reply:?}");
-        reply.json()
-    };
-    let second = page(20);
-    assert_eq!(
-        (second["from"].clone(), second["hunks"].clone()),
-        (json!(20), json!(50))
+    let digest = question["digest"].as_str().unwrap().to_owned();
+    let rest = pages_after(&served, &cookie, &question["diff_next"], |from| {
+        format!("/api/approvals/diff?digest={digest}&from={from}")
+    });
+    assert_eq!(rest.len(), 2);
+    assert!(rest.iter().all(|page| page["hunks"] == 50));
+    assert_eq!(hunk_heads(&rest[0]).len(), 20);
+    assert!(
+        rest[0]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+changed 020000")
     );
-    assert_eq!(hunk_heads(&second).len(), 20);
-    assert!(second["diff"].as_str().unwrap().contains("+changed 020000"));
-    let last = page(40);
-    assert_eq!(hunk_heads(&last).len(), 10);
-    assert!(last["diff"].as_str().unwrap().contains("+changed 049000"));
+    assert_eq!(hunk_heads(&rest[1]).len(), 10);
+    assert!(
+        rest[1]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+changed 049000")
+    );
     let unknown = served.get(
         &cookie,
         &format!(
@@ -1078,24 +1080,64 @@ fn a_held_diff_of_a_file_over_1_mib_is_paged_from_the_server() {
         ),
     );
     assert_eq!(unknown.status, 409, "{unknown:?}");
-
     let reply = served.answer(&cookie, json!([{"digest": digest, "approve": true}]));
     assert_eq!(reply.status, 200, "{reply:?}");
     assert_eq!(served.finish(asked)["status"], "ok");
     let seq = seqs(&served.journal(&cookie, ""))[0];
     let reply = served.get(&cookie, &format!("/api/diff?seq={seq}"));
-    let change = &reply.json()["changes"][0];
+    let change = reply.json()["changes"][0].clone();
     assert_eq!(change["hunks"], 50, "{change}");
-    assert_eq!(hunk_heads(change).len(), 20);
-    let reply = served.get(&cookie, &format!("/api/diff?seq={seq}&change=0&from=40"));
-    assert_eq!(reply.status, 200, "{reply:?}");
-    assert_eq!(hunk_heads(&reply.json()).len(), 10);
-    assert!(
-        reply.json()["diff"]
-            .as_str()
-            .unwrap()
-            .contains("+changed 049000")
+    assert_eq!(hunk_heads(&change).len(), 20);
+    let rest = pages_after(&served, &cookie, &change["next"], |from| {
+        format!("/api/diff?seq={seq}&change=0&from={from}")
+    });
+    assert_eq!(
+        rest.iter().map(|p| hunk_heads(p).len()).collect::<Vec<_>>(),
+        [20, 10]
     );
+
+    // Every line changed: one hunk of 2.6 MB, listed a page of about 256 KiB at a time.
+    let other: String = new.lines().map(|line| format!("{line}!\n")).collect();
+    let asked = ask_in_background(&served, "t2", "c2", "long.txt", &other, 600);
+    let question = waiting(&served, &cookie, 1).remove(0);
+    let first = question["request"]["diff"].as_str().unwrap().to_owned();
+    assert_eq!(question["diff_hunks"], 1);
+    assert!(first.len() < 300 << 10, "{} bytes listed", first.len());
+    let digest = question["digest"].as_str().unwrap().to_owned();
+    let rest = pages_after(&served, &cookie, &question["diff_next"], |from| {
+        format!("/api/approvals/diff?digest={digest}&from={from}")
+    });
+    assert!(rest.len() > 5, "{} pages", rest.len());
+    let whole: String = std::iter::once(first.as_str())
+        .chain(rest.iter().map(|page| page["diff"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        whole.lines().filter(|line| line.starts_with('+')).count(),
+        50_001
+    );
+    let reply = served.answer(&cookie, json!([{"digest": digest, "approve": false}]));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    served.finish(asked);
+}
+
+/// The pages of a diff from `next` on (following each page's `next`), each asked at `address(from)`.
+fn pages_after(
+    served: &Served,
+    cookie: &str,
+    next: &Value,
+    address: impl Fn(u64) -> String,
+) -> Vec<Value> {
+    let mut pages = Vec::new();
+    let mut next = next.as_u64();
+    while let Some(from) = next {
+        let reply = served.get(cookie, &address(from));
+        assert_eq!(reply.status, 200, "{reply:?}");
+        let page = reply.json();
+        assert_eq!(page["from"], from);
+        next = page["next"].as_u64();
+        pages.push(page);
+    }
+    pages
 }
 
 #[test]

@@ -17,10 +17,11 @@ use crate::worker::approvals::{FleetAnswer, FleetApprovals, FleetQuestion};
 /// Most answers one request may carry.
 pub const MAX_ANSWERS: usize = 100;
 
-/// `GET /api/approvals`: `{"approvals": [{"digest", "asked_ms", "deadline_ms", "turn", "request",
-/// "fleet", "diff_hunks"}], "damaged": ["..."]}`, the root's oldest first, then the fleet's (`fleet`:
-/// `true`, `turn` the job that asked); `damaged` says which records cannot be answered and why. Each
-/// request's `diff` is its first page of hunks ([`diff_pages`]), `diff_hunks` how many it has.
+/// `GET /api/approvals`: `{"approvals": [{"digest", "asked_ms", "deadline_ms", "turn", "position",
+/// "request", "fleet", "diff_hunks", "diff_next"}], "damaged": ["..."]}`, the root's oldest first, then
+/// the fleet's (`fleet`: `true`, `turn` the job that asked); `damaged` says which records cannot be
+/// answered and why. Each request's `diff` is its first page ([`diff_pages`]), `diff_hunks` how many
+/// hunks the whole has, `diff_next` the line its next page starts at (`null`: none).
 pub(super) async fn waiting(state: &State) -> Response<Body> {
     let local = match PendingApprovals::waiting_in(&state.root) {
         Ok(local) => local,
@@ -69,9 +70,10 @@ fn fleet_shown(question: &FleetQuestion) -> serde_json::Value {
     })
 }
 
-/// A question as listed: its diff's first page, and how many hunks the diff has.
+/// A question as listed: its diff's first page, how many hunks the diff has and where its next page
+/// starts.
 fn first_page(mut shown: serde_json::Value) -> serde_json::Value {
-    let hunks = match shown
+    let (hunks, next) = match shown
         .get_mut("request")
         .and_then(serde_json::Value::as_object_mut)
     {
@@ -79,17 +81,18 @@ fn first_page(mut shown: serde_json::Value) -> serde_json::Value {
             let diff = request.get("diff").and_then(serde_json::Value::as_str);
             let first = diff_pages::page(diff.unwrap_or_default(), 0);
             request.insert("diff".into(), first.diff.into());
-            first.hunks
+            (first.hunks, first.next)
         }
-        None => 0,
+        None => (0, None),
     };
     shown["diff_hunks"] = hunks.into();
+    shown["diff_next"] = next.into();
     shown
 }
 
-/// `GET /api/approvals/diff?digest=D&from=H`: the page of the waiting question `D`'s diff from hunk
-/// `H` (`{"diff", "from", "hunks"}`), held to its digest as an answer is; 404 when no such question
-/// waits in the root or the fleet.
+/// `GET /api/approvals/diff?digest=D&from=L`: the page of question `D`'s diff from line `L` (`{"diff",
+/// "from", "next", "hunks"}`), held to its digest as an answer is; 409 when the root and the fleet
+/// have no such question.
 pub(super) async fn diff_page(state: &State, query: &str) -> Response<Body> {
     let Some(digest) = query_value(query, "digest").and_then(|v| v.parse::<Sha256Digest>().ok())
     else {

@@ -5,17 +5,19 @@
 //! "total": N}`: at most `limit` calls (default [`PAGE`], at most [`MAX_PAGE`]) with a sequence number
 //! below `before`, each `{"seq", "call_id", "turn", "tool", "time_ms", "state", "damage", "changes":
 //! [{"path", "kind", "before", "after"}]}`. `GET /api/diff?seq=N` answers `{"seq", "changes":
-//! [{"path", "kind", "diff"|null, "hunks", "binary", "before_note", "after_note"}]}`, each diff its
-//! first page of hunks (files up to [`MAX_PAGED_FILE`]); `GET /api/diff?seq=N&change=I&from=H` answers
-//! change `I`'s page from hunk `H`: `{"diff", "from", "hunks"}`. `POST /api/undo` with `{"seq": N}`
+//! [{"path", "kind", "diff"|null, "hunks", "next", "binary", "before_note", "after_note"}]}`, each
+//! diff its first page (files up to [`MAX_PAGED_FILE`]), `next` the line its next page starts at;
+//! `GET /api/diff?seq=N&change=I&from=L` answers change `I`'s page from line `L`: `{"diff", "from",
+//! "next", "hunks"}`. `POST /api/undo` with `{"seq": N}`
 //! or `{"turn": ID}` answers 200 `{"undone": [seq...]}`, or 409 `{"error", "path"}` when refused (a file
 //! changed since the call, named in both; nothing to undo; a damaged record).
+
+use hyper::{Response, StatusCode};
+use serde_json::{Value, json};
 
 use super::{Body, State, diff_pages, json, query_value};
 use crate::effects::diff::{MAX_PAGED_FILE, unified};
 use crate::effects::journal::{CallState, JournalEntry, Shown, UndoError, UndoTarget};
-use hyper::{Response, StatusCode};
-use serde_json::{Value, json};
 
 /// Calls on a page unless the request asks for another number.
 pub const PAGE: usize = 50;
@@ -59,8 +61,8 @@ pub(super) fn page(state: &State, query: &str) -> Response<Body> {
     )
 }
 
-/// `GET /api/diff`: every change of call `seq`, its diff's first page of hunks; with `change=I` (and
-/// `from=H`), the page of change `I`'s diff from hunk `H`.
+/// `GET /api/diff`: every change of call `seq`, its diff's first page; with `change=I` (and `from=L`),
+/// the page of change `I`'s diff from line `L`.
 pub(super) fn diff(state: &State, query: &str) -> Response<Body> {
     let Some(seq) = query_value(query, "seq").and_then(|v| v.parse::<u64>().ok()) else {
         return bad_request("give seq=N");
@@ -94,7 +96,9 @@ pub(super) fn diff(state: &State, query: &str) -> Response<Body> {
             let change = changes.remove(0);
             json(
                 StatusCode::OK,
-                &json!({"diff": change["diff"], "from": from, "hunks": change["hunks"]}),
+                &json!({
+                    "diff": change["diff"], "from": from, "next": change["next"], "hunks": change["hunks"]
+                }),
             )
         }
         (Ok(Some(_)), Some(index)) => json(
@@ -167,8 +171,8 @@ fn entry_json(entry: &JournalEntry) -> Value {
     })
 }
 
-/// One change's diff (the page from hunk `from`, and how many hunks it has), or notes saying why a
-/// side is not shown.
+/// One change's diff (the page from line `from`, where the next starts, how many hunks it has), or
+/// notes saying why a side is not shown.
 fn shown_change(path: &str, kind: &str, before: Shown, after: Shown, from: usize) -> Value {
     let note = |side: &Shown| side.as_ref().err().cloned();
     let (before_note, after_note) = (note(&before), note(&after));
@@ -190,6 +194,7 @@ fn shown_change(path: &str, kind: &str, before: Shown, after: Shown, from: usize
         "kind": kind,
         "diff": page.as_ref().map(|page| page.diff.as_str()),
         "hunks": page.as_ref().map_or(0, |page| page.hunks),
+        "next": page.as_ref().and_then(|page| page.next),
         "binary": binary,
         "before_note": before_note,
         "after_note": after_note,

@@ -92,7 +92,7 @@
       }
       box.appendChild(list);
       if (request.diff) {
-        box.appendChild(renderDiff(request.diff, question.diff_hunks, function (from) {
+        box.appendChild(renderDiff(request.diff, question.diff_hunks, question.diff_next, function (from) {
           return "/api/approvals/diff?digest=" + encodeURIComponent(question.digest) + "&from=" + from;
         }));
       }
@@ -252,9 +252,13 @@
     turnBox(call.turn).appendChild(box);
   }
 
-  // A diff comes from the server a page of hunks at a time (20): a large diff stays readable, and is
-  // neither sent nor drawn whole; the next page is a click away.
+  // A diff comes from the server a page at a time (20 hunks, or less when they are long): a large diff
+  // stays readable, and is neither sent nor drawn whole; the next page is a click away.
   const HUNKS_A_PAGE = 20;
+
+  function heads(text) {
+    return text.split("\n").filter(function (line) { return line.startsWith("@@"); }).length;
+  }
 
   function appendLines(pre, text) {
     const lines = text.split("\n");
@@ -268,31 +272,34 @@
     }
   }
 
-  // `first`: the first page's text; `hunks`: how many the diff has; `page(from)`: the address of the
-  // page from hunk `from`.
-  function renderDiff(first, hunks, page) {
+  // `first`: the first page's text; `hunks`: how many the diff has; `next`: the line the next page
+  // starts at (null: none); `page(from)`: the address of the page from line `from`.
+  function renderDiff(first, hunks, next, page) {
     const box = el("div", "diff-box");
     const pre = el("pre", "diff");
     box.appendChild(pre);
     appendLines(pre, first);
-    let shown = Math.min(hunks, HUNKS_A_PAGE);
+    let shown = heads(first);
     const more = el("button", "more", "");
     more.type = "button";
     function label() {
       const left = hunks - shown;
-      more.hidden = left <= 0;
-      more.textContent = "Show " + Math.min(left, HUNKS_A_PAGE) + " more hunks (" + left + " not shown)";
+      more.hidden = next === null || next === undefined;
+      more.textContent = left > 0
+        ? "Show " + Math.min(left, HUNKS_A_PAGE) + " more hunks (" + left + " not shown)"
+        : "Show the rest of this hunk";
     }
     more.addEventListener("click", async function () {
       more.disabled = true;
-      const answer = await api(page(shown));
+      const answer = await api(page(next));
       more.disabled = false;
       if (!answer.ok) {
         status(answer.body.error || "the rest of the diff could not be read", "error");
         return;
       }
       appendLines(pre, answer.body.diff);
-      shown = Math.min(hunks, shown + HUNKS_A_PAGE);
+      shown += heads(answer.body.diff);
+      next = answer.body.next;
       label();
     });
     label();
@@ -315,7 +322,7 @@
       area.appendChild(el("div", "path", change.kind + " " + change.path));
       if (typeof change.diff === "string") {
         area.appendChild(change.diff
-          ? renderDiff(change.diff, change.hunks, function (from) {
+          ? renderDiff(change.diff, change.hunks, change.next, function (from) {
             return "/api/diff?seq=" + encodeURIComponent(seq) + "&change=" + index + "&from=" + from;
           })
           : el("p", "note", "no difference in content"));
