@@ -240,9 +240,12 @@ async fn answer_on_terminal(approvals: &FleetApprovals, id: &str) -> std::conver
     // Told of each question as it is published; without that, looking every LOOK_FOR_QUESTIONS.
     let mut published = approvals.asked().await.ok();
     loop {
-        // No stream yet (no question asked anywhere) reads as nothing waiting.
-        let waiting = approvals.waiting().await.unwrap_or_default();
-        for question in waiting.iter().filter(|q| q.job == id) {
+        // No stream yet (no question asked anywhere) reads as nothing waiting. A job's questions,
+        // asked together, are put in its turn's order.
+        let mut waiting = approvals.waiting().await.unwrap_or_default();
+        waiting.retain(|q| q.job == id);
+        waiting.sort_by_key(|q| (q.position.unwrap_or(usize::MAX), q.asked_ms));
+        for question in &waiting {
             if !asked.insert(question.digest) {
                 continue;
             }

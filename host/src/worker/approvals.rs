@@ -298,13 +298,14 @@ impl FleetApprovals {
                     .map_err(|e| WorkerError::nats("asking again")(&e))?;
             }
         }
+        let asked_ms = now_ms();
         let question = FleetQuestion {
             digest,
             job: job.to_owned(),
             position: request.position,
             request: request.to_json(),
-            asked_ms: now_ms(),
-            deadline_ms: now_ms().saturating_add(millis(timeout)),
+            asked_ms,
+            deadline_ms: asked_ms.saturating_add(millis(timeout)),
         };
         let payload = serde_json::to_vec(&question).expect("a question serializes");
         let subject = self.names.approval_subject("ask", &question.digest);
