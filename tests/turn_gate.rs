@@ -576,6 +576,74 @@ fn a_turn_s_calls_on_disjoint_paths_are_asked_about_together_before_any_applies(
     assert_eq!(ws.read("f1.txt"), "x1\n");
 }
 
+/// An approver whose questions wait together and which says yes to each a while after it is asked,
+/// noting the order questions were asked and answered in.
+#[derive(Default)]
+struct YesAfterAWhile {
+    events: std::sync::Mutex<Vec<String>>,
+}
+
+impl Approver for YesAfterAWhile {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        let id = request.id.unwrap_or_default().to_owned();
+        self.events.lock().unwrap().push(format!("asked {id}"));
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            self.events.lock().unwrap().push(format!("answered {id}"));
+            true
+        })
+    }
+
+    fn asking(&self) -> Asking {
+        Asking::Together
+    }
+}
+
+/// A read asked about before it runs holds its place: a later call of the turn writing the same file
+/// waits until the read ran, so the read sees the file as the turn's order says.
+#[test]
+fn a_read_asked_about_in_a_turn_asked_together_runs_before_a_later_write_of_its_file() {
+    let policy = Policy::from_toml(
+        "default = \"workspace-write\"\n[tools.read_file]\npaths = [\"**\"]\napproval = \"ask\"\n\
+         [tools.write_file]\npaths = [\"**\"]\napproval = \"ask\"\n",
+    )
+    .unwrap();
+    let calls = [
+        ("read_file", json!({"path": "notes.txt"})),
+        (
+            "write_file",
+            json!({"path": "notes.txt", "content": "new\n"}),
+        ),
+    ];
+    let ws = Workspace::new();
+    ws.write("notes.txt", "old\n");
+    let approver = YesAfterAWhile::default();
+    let hooks = TurnHooks {
+        approver: Some(&approver),
+        cancel: None,
+    };
+    // Were the read to take its place only once answered, the write (holding the file, waiting for
+    // the read to be done before it applies) and the read (waiting for the file) would wait forever.
+    let turn = process_turn_with(
+        bundled(),
+        &ws.root,
+        &policy,
+        tool_use_turn(&calls),
+        TurnOptions::default(),
+        hooks,
+    );
+    let report = block_on(async { tokio::time::timeout(Duration::from_secs(30), turn).await })
+        .expect("the turn ended");
+    assert!(report.all_ok(), "{:?}", report.calls);
+    let read = report.calls[0].output.as_deref().unwrap_or_default();
+    assert!(read.contains("old") && !read.contains("new"), "{read}");
+    assert_eq!(
+        *approver.events.lock().unwrap(),
+        ["asked u0", "answered u0", "asked u1", "answered u1"]
+    );
+    assert_eq!(ws.read("notes.txt"), "new\n");
+}
+
 /// An approver whose questions wait together and which answers `u1` at once and `u0` a while after,
 /// noting whether `u1`'s file was there when it answered `u0`; with `cancel`, it cancels the turn
 /// before answering `u0`.

@@ -769,24 +769,33 @@ impl Toolbox {
         };
         let access = tool.descriptor().filesystem_access();
         let asks = context.policy.needs_approval(name);
-        let provenance = tool.provenance();
         let paths: Vec<_> = approved
             .paths()
             .iter()
             .map(|p| (p.location.clone(), p.access))
             .collect();
         // From before the view is taken until the changes are applied, calls touching the same paths
-        // wait for each other, in the order they came (a turn's calls asked together: in the turn's).
-        let held = order::held_paths(context.root, &paths);
-        if let Some(place) = context.place {
-            place.before_taking_a_ticket().await;
-        }
-        let ticket = context.effects.order.take(held);
-        if let Some(place) = context.place {
-            place.placed();
-        }
+        // wait for each other, in the order they came. A turn's calls asked together take their
+        // tickets in the turn's order, before a read is asked about (so a later write waits for it);
+        // any other call takes its ticket once asked, holding no path while the user decides.
+        let take_ticket = || {
+            context
+                .effects
+                .order
+                .take(order::held_paths(context.root, &paths))
+        };
+        let placed = match context.place {
+            Some(place) => {
+                place.before_taking_a_ticket().await;
+                let ticket = take_ticket();
+                place.placed();
+                Some(ticket)
+            }
+            None => None,
+        };
         // A call that only reads is asked about before it runs: what it reads is what it reveals.
         if asks && access != Some(Access::Write) {
+            let provenance = tool.provenance();
             let request = ApprovalRequest {
                 id: context.call_id.as_deref(),
                 turn: context.turn.as_deref(),
@@ -804,6 +813,7 @@ impl Toolbox {
                 return CallOutcome::refused(name, denied);
             }
         }
+        let ticket = placed.unwrap_or_else(take_ticket);
         ticket.ready().await;
         let view = match self.view(context, approved, access) {
             Ok(view) => view,
@@ -838,9 +848,7 @@ impl Toolbox {
             (Some(network), &env),
             context.cancel,
         );
-        let mut report = context
-            .serve_network_asks(run, asks, (name, &provenance), raw_input)
-            .await;
+        let mut report = context.serve_network_asks(run, asks, tool, raw_input).await;
         let view = report.view.take();
         let mut outcome = outcome(tool, report);
         let (Ok(output), Some(view)) = (&outcome.result, view) else {
@@ -849,7 +857,7 @@ impl Toolbox {
         let applied = self
             .apply(
                 context,
-                (approved, &provenance),
+                (approved, tool),
                 raw_input,
                 &paths,
                 view,
@@ -903,7 +911,7 @@ impl Toolbox {
     async fn apply(
         &self,
         context: &mut CallContext<'_>,
-        (approved, provenance): (&ApprovedCall<'_>, &ToolProvenance),
+        (approved, tool): (&ApprovedCall<'_>, &LoadedTool),
         raw_input: &str,
         paths: &[(crate::resolve::RelPath, Access)],
         view: CallView,
@@ -923,12 +931,13 @@ impl Toolbox {
         if let Some(asked_because) = asked_because {
             let size = context.approver.map(|a| a.diff_size()).unwrap_or_default();
             let diff = changes.diff(size);
+            let provenance = tool.provenance();
             let request = ApprovalRequest {
                 id: context.call_id.as_deref(),
                 turn: context.turn.as_deref(),
                 position: context.place.map(TurnPlace::position),
                 tool: name,
-                provenance: Some(provenance),
+                provenance: Some(&provenance),
                 asked_because,
                 input: raw_input,
                 paths: paths.to_vec(),
@@ -1004,7 +1013,7 @@ impl<'a> CallContext<'a> {
         &self,
         run: impl Future<Output = RunReport>,
         mut asks: Asks,
-        (tool, provenance): (&str, &ToolProvenance),
+        tool: &LoadedTool,
         raw_input: &str,
     ) -> RunReport {
         let mut run = std::pin::pin!(run);
@@ -1013,12 +1022,13 @@ impl<'a> CallContext<'a> {
                 report = &mut run => return report,
                 Some(ask) = asks.recv() => ask,
             };
+            let provenance = tool.provenance();
             let request = ApprovalRequest {
                 id: self.call_id.as_deref(),
                 turn: self.turn.as_deref(),
                 position: self.place.map(TurnPlace::position),
-                tool,
-                provenance: Some(provenance),
+                tool: &tool.descriptor().name,
+                provenance: Some(&provenance),
                 asked_because: AskedBecause::NetworkAsks,
                 input: raw_input,
                 paths: Vec::new(),
